@@ -1,0 +1,84 @@
+"""Store access and every Streamlit cache decorator of the app, in one place.
+
+Reads never wait on a worker: SQLite in WAL mode lets the dashboard read while workers write.
+"""
+
+import json
+from dataclasses import dataclass
+
+import pandas as pd
+import streamlit as st
+
+from cache import RunRecord, RunStatus, Store, store_path
+from engine.jobs import Submission, submit
+from engine.privacy import PrivacyError, rdp_epsilon
+from engine.training import DatasetError, SpecError, dataset_info, parse_spec, plan_dpsgd
+
+
+@st.cache_resource
+def get_store() -> Store:
+    return Store(store_path())
+
+
+@dataclass(frozen=True)
+class PlanPreview:
+    """What a spec implies before anything trains, or the error that stops it from training."""
+
+    error: str | None = None
+    steps: int = 0
+    sampling_rate: float = 0.0
+    noise_multiplier: float = 0.0
+    epsilon: float = 0.0
+    best_order: float = 0.0
+    n_train: int = 0
+
+
+@st.cache_data(show_spinner="Calibrating σ…", max_entries=512)
+def preview_plan(spec_json: str) -> PlanPreview:
+    try:
+        spec = parse_spec(json.loads(spec_json))
+        plan = plan_dpsgd(spec, n_train=dataset_info(spec.dataset).n_train)
+        eps, order = rdp_epsilon(plan.event(), delta=plan.delta)
+    except (SpecError, DatasetError, PrivacyError) as exc:
+        return PlanPreview(error=str(exc))
+    return PlanPreview(
+        steps=plan.steps,
+        sampling_rate=plan.sampling_rate,
+        noise_multiplier=plan.noise_multiplier,
+        epsilon=eps,
+        best_order=order,
+        n_train=plan.n_train,
+    )
+
+
+def submit_spec(raw: dict) -> Submission:
+    return submit(get_store(), parse_spec(raw))
+
+
+def get_run(run_id: str) -> RunRecord | None:
+    try:
+        return get_store().get_run(run_id)
+    except Exception:
+        return None
+
+
+def recent_runs(limit: int = 200) -> list[RunRecord]:
+    return get_store().list_runs(limit=limit)
+
+
+def latest_active_run() -> RunRecord | None:
+    active = get_store().list_runs(limit=1, statuses=[RunStatus.RUNNING, RunStatus.QUEUED])
+    return active[0] if active else None
+
+
+def cancel_run(run_id: str) -> RunStatus:
+    return get_store().request_cancel(run_id)
+
+
+def metrics_frame(run_id: str) -> pd.DataFrame:
+    """Per-step metrics of a run, one row per step, one column per metric."""
+    rows = get_store().metrics(run_id)
+    if not rows:
+        return pd.DataFrame({"step": pd.Series(dtype=int)})
+    long = pd.DataFrame(rows, columns=["step", "name", "value"])
+    return long.pivot(index="step", columns="name", values="value").reset_index()
