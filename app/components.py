@@ -11,11 +11,11 @@ from engine.training import DATASETS
 
 POLL_SECONDS = 1.0
 STATUS_BADGE = {
-    RunStatus.QUEUED: ("⏳", "queued: waiting for a worker"),
-    RunStatus.RUNNING: ("🏃", "training"),
-    RunStatus.FINISHED: ("✅", "finished"),
-    RunStatus.FAILED: ("❌", "failed"),
-    RunStatus.CANCELLED: ("⏹️", "cancelled"),
+    RunStatus.QUEUED: (":material/hourglass_top:", "queued: waiting for a worker"),
+    RunStatus.RUNNING: (":material/directions_run:", "training"),
+    RunStatus.FINISHED: (":material/check_circle:", "finished"),
+    RunStatus.FAILED: (":material/error:", "failed"),
+    RunStatus.CANCELLED: (":material/cancel:", "cancelled"),
 }
 PRIVATE_NOTE = (
     "Training loss is computed on the private training data (each step's sampled lot). It is a "
@@ -32,8 +32,9 @@ def run_panel(run_id: str, *, from_cache: bool = False) -> None:
     if from_cache:
         when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.finished_at or run.created_at))
         st.success(
-            f"⚡ **From the result cache**: this exact configuration already ran (run `{run.id}`, "
-            f"finished {when}, engine {run.engine_version}). Nothing was trained again."
+            icon=":material/bolt:",
+            body=f"**From the result cache**: this exact configuration already ran (run `{run.id}`, "
+            f"finished {when}, engine {run.engine_version}). Nothing was trained again.",
         )
     if run.status.active:
         _live_run(run_id)
@@ -80,12 +81,23 @@ def _progress(run: RunRecord, frame, total: int) -> None:
     done = run.progress_step
     fraction = min(1.0, done / total) if total else 0.0
     text = f"step {done:,} / {total:,}"
-    if run.status is RunStatus.RUNNING and run.started_at and done:
-        elapsed = time.time() - run.started_at
-        text += f" · {elapsed:.0f} s elapsed · about {elapsed / done * (total - done):.0f} s left"
+    if run.status is RunStatus.RUNNING and (eta := remaining_seconds(frame, total)) is not None:
+        text += f" · about {eta:.0f} s left"
     st.progress(fraction, text=text)
     if run.status is RunStatus.RUNNING and st.button("Cancel run", key=f"cancel-{run.id}"):
         services.cancel_run(run.id)
+
+
+def remaining_seconds(frame, total: int) -> float | None:
+    """Time left at the step rate measured so far (start-up time excluded)."""
+    if "elapsed_s" not in frame:
+        return None
+    timed = frame[["step", "elapsed_s"]].dropna()
+    if len(timed) < 2:
+        return None
+    steps = timed["step"].iloc[-1] - timed["step"].iloc[0]
+    seconds = timed["elapsed_s"].iloc[-1] - timed["elapsed_s"].iloc[0]
+    return seconds / steps * (total - timed["step"].iloc[-1]) if steps > 0 else None
 
 
 def _headline(run: RunRecord, frame) -> None:
@@ -156,7 +168,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         hidden=128,
     ),
 }
-EPSILONS = sorted({round(v, 2) for v in (0.1 * 100 ** (i / 40) for i in range(41))})
+# Roughly log-spaced "nice" values from 0.1 to 10 (a log-scale slider, as in OpenDP's DP Wizard).
+EPSILONS = [0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
 DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
 CLIP_NORMS = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
 SIGMAS = [0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0]

@@ -15,9 +15,13 @@ from engine.privacy import PrivacyError, rdp_epsilon
 from engine.training import DatasetError, SpecError, dataset_info, parse_spec, plan_dpsgd
 
 
-@st.cache_resource
 def get_store() -> Store:
-    return Store(store_path())
+    return _store_at(str(store_path()))
+
+
+@st.cache_resource
+def _store_at(path: str) -> Store:
+    return Store(path)
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,8 @@ class Worker:
                     time.sleep(poll_s)
                 else:
                     processed += 1
+        except Shutdown:
+            log.info("stopped")
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -284,7 +284,7 @@ def parse_adult(path: Path, *, skip_first_line: bool) -> tuple[np.ndarray, np.nd
     labels = np.char.rstrip(col["income"], ".")
     bad = ~np.isin(labels, [ADULT_POSITIVE, "<=50K"])
     if bad.any():
-        raise DatasetError(f"{path}: unexpected income label {labels[bad][0]!r}")
+        raise DatasetError(f"{path}: unexpected income label {str(labels[bad][0])!r}")
     return np.hstack(blocks).astype(np.float32), (labels == ADULT_POSITIVE).astype(np.int64)
 
 

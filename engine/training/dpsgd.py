@@ -75,11 +75,17 @@ def sample_poisson_lot(n: int, rate: float, generator: torch.Generator, device: 
 
 
 def add_gaussian_noise(grads: list[Tensor], std: float, generator: torch.Generator) -> list[Tensor]:
-    return [g + std * torch.randn(g.shape, generator=generator, device=g.device, dtype=g.dtype) for g in grads]
+    """Add N(0, std²) to every coordinate, in place (one noise buffer per tensor, no other temporaries)."""
+    for g in grads:
+        g.add_(torch.empty_like(g).normal_(0.0, std, generator=generator))
+    return grads
 
 
 def scale(grads: list[Tensor], factor: float) -> list[Tensor]:
-    return [g * factor for g in grads]
+    """Multiply in place by a public constant (1/L)."""
+    for g in grads:
+        g.mul_(factor)
+    return grads
 
 
 @dataclass(frozen=True)

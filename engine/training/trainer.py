@@ -36,6 +36,7 @@ class StepRecord:
     clip_fraction: float | None = None  # private: share of the lot whose gradient was clipped
     test_accuracy: float | None = None
     test_loss: float | None = None
+    elapsed_s: float | None = None  # wall time since the first step began
 
     def metrics(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items() if k != "step" and v is not None}
@@ -114,6 +115,7 @@ def train(
     accuracy, loss = evaluate(model, x_test, y_test)
     emit(StepRecord(step=0, epoch=0.0, epsilon=0.0, test_accuracy=accuracy, test_loss=loss))
     steps_done = 0
+    loop_started = time.perf_counter()
     for step in range(1, plan.steps + 1):
         stats = dpsgd_step(
             clipper=clipper,
@@ -133,6 +135,7 @@ def train(
             lot_size=stats.lot_size,
             train_loss=stats.loss_sum / stats.lot_size if stats.lot_size else None,
             clip_fraction=stats.clipped_fraction if stats.lot_size else None,
+            elapsed_s=time.perf_counter() - loop_started,
         )
         if step % eval_every == 0 or step == plan.steps or stop:
             accuracy, loss = evaluate(model, x_test, y_test)

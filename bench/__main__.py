@@ -1,0 +1,86 @@
+"""`python -m bench [--quick] [--json PATH] [--threads N]`: run the suites, print a markdown table, write JSON."""
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from bench import throughput
+from engine.training import pick_device
+
+SUITES: dict[str, Callable[[bool], list[dict]]] = {"throughput": throughput.run}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def device_line() -> str:
+    device = pick_device()
+    parts = [f"device: {device}"]
+    if device.type == "cuda":
+        parts.append(f"GPU: {torch.cuda.get_device_name(device)}")
+    parts += [f"CPU: {_cpu_model()}", f"torch {torch.__version__}", f"threads: {torch.get_num_threads()}"]
+    return " | ".join(parts)
+
+
+def _load() -> str:
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "n/a"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def markdown_table(records: list[dict]) -> str:
+    lines = ["| figure | value | unit | compared |", "|---|---:|---|---|"]
+    for r in records:
+        compared = f"{r['numerator']} / {r['denominator']}" if "numerator" in r else ""
+        lines.append(f"| {r['name']} | {_fmt(r['value'])} | {r['unit']} | {compared} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="batch 256 only, fewer and shorter repetitions")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the figures as a JSON list of records")
+    parser.add_argument("--threads", type=int, metavar="N", help="torch intra-op threads (default: torch's own choice)")
+    args = parser.parse_args(argv)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+
+    load_before = _load()
+    start = time.perf_counter()
+    records: list[dict] = []
+    for suite in SUITES.values():
+        records += suite(args.quick)
+    elapsed = time.perf_counter() - start
+
+    print(device_line())
+    mode = "quick" if args.quick else "full"
+    print(f"mode: {mode} | elapsed: {elapsed:.1f} s | 1-min load average: {load_before} before, {_load()} after")
+    print()
+    print(markdown_table(records))
+    if args.json is not None:
+        args.json.write_text(json.dumps(records, indent=2) + "\n")
+        print(f"\nwrote {len(records)} records to {args.json}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""`python -m engine`: the command line a user (and CI) drives."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from dp_accounting import dp_event
+from dp_accounting.rdp import RdpAccountant
+
+from tests.conftest import ROOT, fast_spec
+
+
+def cli(home, *args, check=True):
+    env = {**os.environ, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def last_json(proc):
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_train_prints_result_json_and_caches(home, tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(fast_spec()))
+    first = last_json(cli(home, "train", str(spec)))
+    for key in ("test_accuracy", "test_loss", "epsilon", "delta", "noise_multiplier", "steps", "accountant",
+                "seconds", "cached"):  # fmt: skip
+        assert key in first
+    assert first["cached"] is False and first["test_accuracy"] >= 0.85 and first["epsilon"] <= 3.0
+    second = last_json(cli(home, "train", str(spec)))
+    assert second["cached"] is True and second["run_id"] == first["run_id"]
+    forced = last_json(cli(home, "train", str(spec), "--force", "--quiet"))
+    assert forced["cached"] is False
+    for key in ("test_accuracy", "test_loss", "epsilon", "noise_multiplier", "steps"):
+        assert forced[key] == first[key], key
+
+
+def test_submit_worker_runs(home, tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(fast_spec(epochs=2)))
+    run_id = cli(home, "submit", str(spec)).stdout.strip()
+    listed = last_json(cli(home, "runs", "--json"))
+    assert [(r["id"], r["status"]) for r in listed] == [(run_id, "queued")]
+    assert {"id", "status", "created_at", "error"} <= set(listed[0])
+    cli(home, "worker", "--once")
+    listed = last_json(cli(home, "runs", "--json"))
+    assert listed[0]["status"] == "finished" and listed[0]["error"] is None
+    assert last_json(cli(home, "show", run_id))["plan"]["steps"] == 45
+
+
+def test_epsilon_and_calibrate_agree_with_dp_accounting(home):
+    out = last_json(cli(home, "epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1.1", "--steps", "1000",
+                        "--delta", "1e-5"))  # fmt: skip
+    event = dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(1.1)), 1000)
+    assert out["epsilon"] == pytest.approx(RdpAccountant().compose(event).get_epsilon(1e-5), rel=1e-12)
+    sigma = last_json(cli(home, "calibrate", "--epsilon", "2", "--delta", "1e-5", "--sampling-rate", "0.01",
+                          "--steps", "1000"))["noise_multiplier"]  # fmt: skip
+    event = dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(sigma)), 1000)
+    assert RdpAccountant().compose(event).get_epsilon(1e-5) <= 2.0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        (json.dumps(fast_spec(lot_size=-3)), "lot_size: must be an integer in [1, 1e+06]"),
+        (json.dumps(fast_spec(delta=0.01)), "delta: must be < 1/N"),
+    ],
+)
+def test_bad_specs_exit_2_with_a_named_error(home, tmp_path, content, message):
+    spec = tmp_path / "spec.json"
+    spec.write_text(content)
+    proc = cli(home, "train", str(spec), check=False)
+    assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_unreachable_calibration_is_an_error_not_garbage(home):
+    proc = cli(home, "calibrate", "--epsilon", "0.01", "--delta", "1e-9", "--sampling-rate", "1", "--steps", "100000",
+               check=False)  # fmt: skip
+    assert proc.returncode == 2 and "unreachable" in proc.stderr

@@ -1,0 +1,137 @@
+"""Store, queue and worker: submit → worker → store → finished, the cache, failures, cancel."""
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cache import RunStatus, Store, StoreError
+from engine.jobs import Worker, submit
+from engine.training import parse_spec
+from tests.conftest import ROOT, fast_spec
+
+
+def quick_spec(**overrides):
+    return parse_spec(fast_spec(epochs=2, **overrides))
+
+
+def test_submit_worker_store_finished_with_metrics(store):
+    submission = submit(store, quick_spec())
+    assert not submission.cached and store.get_run(submission.run_id).status is RunStatus.QUEUED
+    run = Worker(store, data_dirs=[]).run_one()
+    assert run.id == submission.run_id and run.status is RunStatus.FINISHED
+    assert run.result["epsilon"] <= 3.0 and run.result["steps"] == run.total_steps == 45
+    assert run.plan["noise_multiplier"] == run.result["noise_multiplier"]
+    rows = store.metrics(run.id)
+    steps = sorted({step for step, _, _ in rows})
+    assert steps == list(range(46)) and run.progress_step == 45
+    epsilons = [value for _, name, value in rows if name == "epsilon"]
+    assert epsilons[-1] == pytest.approx(run.result["epsilon"])
+    assert store.integrity_ok()
+
+
+def test_identical_submission_is_served_from_the_cache(store):
+    first = submit(store, quick_spec())
+    assert submit(store, quick_spec()) == first.__class__(run_id=first.run_id, cached=False, existing=True)
+    Worker(store, data_dirs=[]).run_one()
+    again = submit(store, quick_spec())
+    assert again.cached and again.run_id == first.run_id
+    forced = submit(store, quick_spec(), force=True)
+    assert not forced.cached and forced.run_id != first.run_id
+    assert not submit(store, quick_spec(seed=1)).cached
+
+
+def test_a_failing_run_is_recorded_and_the_worker_goes_on(store, monkeypatch):
+    bad = submit(store, parse_spec(fast_spec(dataset="adult", delta=1e-6)))
+    good = submit(store, quick_spec())
+    Worker(store, data_dirs=[]).run_forever(exit_when_idle=True)  # no Adult copy, no network
+    failed = store.get_run(bad.run_id)
+    assert failed.status is RunStatus.FAILED and "DatasetError" in failed.error and "adult" in failed.error
+    assert store.get_run(good.run_id).status is RunStatus.FINISHED
+
+
+def test_cancel_queued_and_running(store):
+    queued = submit(store, quick_spec())
+    assert store.request_cancel(queued.run_id) is RunStatus.CANCELLED
+    assert Worker(store, data_dirs=[]).run_one() is None  # a cancelled run never starts
+
+    running = submit(store, quick_spec(seed=3))
+    worker = Worker(store, data_dirs=[])
+    original = store.append_metrics
+
+    def cancel_during_training(run_id, rows):
+        store.request_cancel(run_id)
+        return original(run_id, rows)
+
+    store.append_metrics = cancel_during_training
+    run = worker.run_one()
+    assert run.id == running.run_id and run.status is RunStatus.CANCELLED
+    assert run.result["stopped_early"] and run.result["steps"] < run.total_steps
+    assert store.metrics(run.id), "metrics of a cancelled run are kept"
+
+
+def test_stale_runs_are_marked_failed_and_others_untouched(store):
+    lost = submit(store, quick_spec())
+    other = submit(store, quick_spec(seed=5))
+    store.claim_next("dead-worker")
+    assert store.fail_stale(older_than_s=-1) == [lost.run_id]
+    assert store.get_run(lost.run_id).error.startswith("worker lost")
+    assert store.get_run(other.run_id).status is RunStatus.QUEUED
+
+
+def test_requeue_drops_partial_metrics(store):
+    run_id = submit(store, quick_spec()).run_id
+    store.claim_next("w")
+    store.append_metrics(run_id, [(0, {"epsilon": 0.0}), (1, {"epsilon": 0.1})])
+    store.requeue(run_id)
+    run = store.get_run(run_id)
+    assert run.status is RunStatus.QUEUED and run.progress_step == 0 and store.metrics(run_id) == []
+
+
+def test_unknown_run_is_a_named_error(store):
+    with pytest.raises(StoreError, match="no run with id 'nope'"):
+        store.get_run("nope")
+
+
+def _claim_all(path: str, out: multiprocessing.Queue) -> None:
+    store = Store(path)
+    claimed = []
+    while (run := store.claim_next(f"p{os.getpid()}")) is not None:
+        claimed.append(run.id)
+    out.put(claimed)
+
+
+def test_concurrent_workers_never_claim_the_same_run(store):
+    ids = {store.create_run(spec={"n": i}, cache_key=str(i), engine_version="t") for i in range(60)}
+    out = multiprocessing.get_context("spawn").Queue()
+    procs = [multiprocessing.get_context("spawn").Process(target=_claim_all, args=(str(store.path), out))
+             for _ in range(3)]  # fmt: skip
+    for p in procs:
+        p.start()
+    claims = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    flat = [run_id for claim in claims for run_id in claim]
+    assert sorted(flat) == sorted(ids), "every run claimed exactly once"
+
+
+def test_worker_killed_mid_run_leaves_a_sound_store(home, store):
+    run_id = submit(store, parse_spec(fast_spec(epochs=60))).run_id
+    env = {**os.environ, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    worker = subprocess.Popen([sys.executable, "-m", "engine", "worker"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while store.get_run(run_id).progress_step < 5 and time.time() < deadline:
+            time.sleep(0.2)
+        assert store.get_run(run_id).status is RunStatus.RUNNING
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+    assert store.integrity_ok()
+    assert store.fail_stale(older_than_s=-1) == [run_id]
+    assert store.get_run(run_id).status is RunStatus.FAILED
