@@ -82,7 +82,7 @@ def _progress(run: RunRecord, frame, total: int) -> None:
     fraction = min(1.0, done / total) if total else 0.0
     text = f"step {done:,} / {total:,}"
     if run.status is RunStatus.RUNNING and (eta := remaining_seconds(frame, total)) is not None:
-        text += f" · about {eta:.0f} s left"
+        text += f" · about {eta:.0f} s left" if eta >= 1 else " · finishing"
     st.progress(fraction, text=text)
     if run.status is RunStatus.RUNNING and st.button("Cancel run", key=f"cancel-{run.id}"):
         services.cancel_run(run.id)

@@ -11,10 +11,14 @@ from pathlib import Path
 
 import torch
 
-from bench import throughput
+from bench import accounting, throughput, utility
 from engine.training import pick_device
 
-SUITES: dict[str, Callable[[bool], list[dict]]] = {"throughput": throughput.run}
+SUITES: dict[str, Callable[[bool], list[dict]]] = {
+    "throughput": throughput.run,
+    "accounting": accounting.run,
+    "utility": utility.run,
+}
 
 
 def _cpu_model() -> str:

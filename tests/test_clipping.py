@@ -19,7 +19,7 @@ def loop_clipped_sum(model: nn.Module, x, y, clip_norm):
         grads = torch.autograd.grad(loss, params)
         norm = torch.sqrt(sum(g.pow(2).sum() for g in grads))
         norms.append(norm)
-        factor = min(1.0, clip_norm / float(norm))
+        factor = min(1.0, clip_norm / norm.item())
         for t, g in zip(total, grads, strict=True):
             t += factor * g
     return total, torch.stack(norms)

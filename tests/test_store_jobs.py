@@ -3,6 +3,7 @@
 import multiprocessing
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from cache import RunStatus, Store, StoreError
+from cache.store import SCHEMA_VERSION
 from engine.jobs import Worker, submit
 from engine.training import parse_spec
 from tests.conftest import ROOT, fast_spec
@@ -32,6 +34,9 @@ def test_submit_worker_store_finished_with_metrics(store):
     epsilons = [value for _, name, value in rows if name == "epsilon"]
     assert epsilons[-1] == pytest.approx(run.result["epsilon"])
     assert store.integrity_ok()
+    with sqlite3.connect(store.path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_identical_submission_is_served_from_the_cache(store):

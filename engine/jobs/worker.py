@@ -67,10 +67,12 @@ class Worker:
         """Process runs until stopped (or until the queue is empty, if `exit_when_idle`)."""
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         processed = 0
+        last_reap = float("-inf")
         try:
-            for run_id in self.store.fail_stale(older_than_s=STALE_AFTER_S):
-                log.warning("run %s: marked failed, its worker stopped sending heartbeats", run_id)
             while not self.stopping:
+                if time.monotonic() - last_reap > STALE_AFTER_S / 4:
+                    self.reap_stale_runs()
+                    last_reap = time.monotonic()
                 if self.run_one() is None:
                     if exit_when_idle:
                         break
@@ -83,6 +85,11 @@ class Worker:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return processed
+
+    def reap_stale_runs(self) -> None:
+        """Mark runs whose worker died (no heartbeat for STALE_AFTER_S) as failed: worker lost."""
+        for run_id in self.store.fail_stale(older_than_s=STALE_AFTER_S):
+            log.warning("run %s: marked failed, its worker stopped sending heartbeats", run_id)
 
     def _on_signal(self, signum: int, frame: object) -> None:
         """The first signal stops the worker after the current step; a second one at once."""
