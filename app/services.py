@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from cache import RunRecord, RunStatus, Store, store_path
+from cache import RunRecord, RunStatus, Store, StoreError, store_path
 from engine.jobs import Submission, submit
 from engine.privacy import PrivacyError, rdp_epsilon
 from engine.training import DatasetError, SpecError, dataset_info, parse_spec, plan_dpsgd
@@ -62,7 +62,7 @@ def submit_spec(raw: dict) -> Submission:
 def get_run(run_id: str) -> RunRecord | None:
     try:
         return get_store().get_run(run_id)
-    except Exception:
+    except StoreError:
         return None
 
 

@@ -14,11 +14,14 @@ if [ ! -x .venv/bin/python ]; then
   "$python" -m venv .venv
 fi
 
-stamp=".venv/.installed-${req%.txt}"
-want="$(cat requirements.txt "$req" | sha256sum | cut -d' ' -f1)"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+# One stamp per requirement file, holding the hash of what it installs; the dev file includes the
+# runtime one, so installing it also stamps requirements.txt.
+stamp_of() { echo ".venv/.installed-${1%.txt}"; }
+hash_of() { cat requirements.txt "$1" | sha256sum | cut -d' ' -f1; }
+if [ -f "$(stamp_of "$req")" ] && [ "$(cat "$(stamp_of "$req")")" = "$(hash_of "$req")" ]; then
   exit 0
 fi
 echo "setup: installing $req into .venv (first time: about two minutes)"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$req"
-echo "$want" > "$stamp"
+hash_of "$req" > "$(stamp_of "$req")"
+hash_of requirements.txt > "$(stamp_of requirements.txt)"

@@ -98,7 +98,7 @@ def test_runs_page_lists_and_opens_runs(home, store):
 def test_eta_uses_the_measured_step_rate_not_start_up_time():
     import pandas as pd
 
-    from app.components import remaining_seconds
+    from app.run_panel import remaining_seconds
 
     frame = pd.DataFrame({"step": [0, 1, 2, 11], "elapsed_s": [None, 5.0, 5.1, 6.0]})
     assert remaining_seconds(frame, 111) == pytest.approx(10.0)  # 0.1 s/step after the first step

@@ -124,19 +124,35 @@ def test_concurrent_workers_never_claim_the_same_run(store):
     assert sorted(flat) == sorted(ids), "every run claimed exactly once"
 
 
-def test_worker_killed_mid_run_leaves_a_sound_store(home, store):
-    run_id = submit(store, parse_spec(fast_spec(epochs=60))).run_id
+def start_worker_mid_run(home, store, run_id) -> subprocess.Popen:
+    """A worker subprocess, returned once it has trained a few steps of `run_id`."""
     env = {**os.environ, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT)}
     worker = subprocess.Popen([sys.executable, "-m", "engine", "worker"], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 90
+    while store.get_run(run_id).progress_step < 5 and time.time() < deadline:
+        time.sleep(0.2)
+    assert store.get_run(run_id).status is RunStatus.RUNNING
+    return worker
+
+
+def test_worker_stopped_by_sigterm_puts_its_run_back_in_the_queue(home, store):
+    run_id = submit(store, parse_spec(fast_spec(epochs=500))).run_id
+    worker = start_worker_mid_run(home, store, run_id)
     try:
-        deadline = time.time() + 60
-        while store.get_run(run_id).progress_step < 5 and time.time() < deadline:
-            time.sleep(0.2)
-        assert store.get_run(run_id).status is RunStatus.RUNNING
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0
     finally:
-        worker.send_signal(signal.SIGKILL)
-        worker.wait()
+        worker.kill()
+    run = store.get_run(run_id)
+    assert run.status is RunStatus.QUEUED and run.progress_step == 0 and store.metrics(run_id) == []
+
+
+def test_worker_killed_mid_run_leaves_a_sound_store(home, store):
+    run_id = submit(store, parse_spec(fast_spec(epochs=500))).run_id
+    worker = start_worker_mid_run(home, store, run_id)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
     assert store.integrity_ok()
     assert store.fail_stale(older_than_s=-1) == [run_id]
     assert store.get_run(run_id).status is RunStatus.FAILED

@@ -5,7 +5,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from app import components, services
+from app import run_panel, services
 
 st.title("Runs")
 runs = services.recent_runs()
@@ -36,4 +36,4 @@ labels = {r.id: f"{r.id} · {r.status.value} · {r.spec['dataset']}/{r.spec['mod
 chosen = st.selectbox("Open a run", list(labels), format_func=labels.get, key="open_run")
 if chosen:
     st.divider()
-    components.run_panel(chosen)
+    run_panel.run_panel(chosen)

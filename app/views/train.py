@@ -4,7 +4,7 @@ import json
 
 import streamlit as st
 
-from app import components, services
+from app import run_panel, services, spec_form
 from engine.training import SpecError
 
 st.title("Train a differentially private model")
@@ -12,9 +12,9 @@ st.caption(
     "DP-SGD with Poisson-sampled lots, per-example clipping and Gaussian noise; ε from the RDP (moments) accountant."
 )
 
-raw_spec = components.spec_form()
+raw_spec = spec_form.spec_form()
 preview = services.preview_plan(json.dumps(raw_spec, sort_keys=True))
-components.plan_summary(preview)
+spec_form.plan_summary(preview)
 
 if st.button("Train", type="primary", key="train", disabled=preview.error is not None):
     try:
@@ -30,6 +30,6 @@ if run_id is None and (active := services.latest_active_run()) is not None:
     run_id = active.id
 if run_id:
     st.divider()
-    components.run_panel(run_id, from_cache=st.session_state.get("from_cache") == run_id)
+    run_panel.run_panel(run_id, from_cache=st.session_state.get("from_cache") == run_id)
 else:
     st.info("Press **Train** to start a run; it trains in a background worker and plots here live.")

@@ -1,0 +1,123 @@
+"""The run panel: a run's status, progress, headline numbers and live charts, polling the store."""
+
+import time
+
+import streamlit as st
+
+from app import charts, services
+from cache import RunRecord, RunStatus
+
+POLL_SECONDS = 1.0
+STATUS_BADGE = {
+    RunStatus.QUEUED: (":material/hourglass_top:", "queued: waiting for a worker"),
+    RunStatus.RUNNING: (":material/directions_run:", "training"),
+    RunStatus.FINISHED: (":material/check_circle:", "finished"),
+    RunStatus.FAILED: (":material/error:", "failed"),
+    RunStatus.CANCELLED: (":material/cancel:", "cancelled"),
+}
+PRIVATE_NOTE = (
+    "Training loss is computed on the private training data (each step's sampled lot). It is a "
+    "diagnostic for you, computed on private data and **not released** under the DP guarantee; "
+    "test accuracy uses the held-out test set."
+)
+
+
+def run_panel(run_id: str, *, from_cache: bool = False) -> None:
+    run = services.get_run(run_id)
+    if run is None:
+        st.warning(f"Run {run_id} is not in the store.")
+        return
+    if from_cache:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.finished_at or run.created_at))
+        st.success(
+            icon=":material/bolt:",
+            body=f"**From the result cache**: this exact configuration already ran (run `{run.id}`, "
+            f"finished {when}, engine {run.engine_version}). Nothing was trained again.",
+        )
+    if run.status.active:
+        _live_run(run_id)
+    else:
+        _run_body(run)
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _live_run(run_id: str) -> None:
+    run = services.get_run(run_id)
+    if run is None:
+        return
+    _run_body(run)
+    if not run.status.active:
+        st.rerun()  # stop polling: the whole page redraws the finished run once
+
+
+def _run_body(run: RunRecord) -> None:
+    icon, label = STATUS_BADGE[run.status]
+    spec = run.spec
+    st.subheader(f"{icon} Run `{run.id}` · {label}")
+    st.caption(
+        f"{spec['dataset']} · {spec['model']} · DP-SGD · C={spec['clip_norm']:g} · lot {spec['lot_size']} · "
+        f"{spec['epochs']:g} epochs · lr {spec['lr']:g} · seed {spec['seed']}"
+    )
+    if run.error:
+        st.error(f"Error: {run.error}")
+    total = run.total_steps or 0
+    frame = services.metrics_frame(run.id)
+    _progress(run, frame, total)
+    _headline(run, frame)
+    target = spec.get("target_epsilon")
+    left, middle, right = st.columns(3)
+    left.plotly_chart(charts.accuracy_figure(frame, total_steps=total), key=f"acc-{run.id}")
+    middle.plotly_chart(charts.loss_figure(frame, total_steps=total), key=f"loss-{run.id}")
+    right.plotly_chart(charts.epsilon_figure(frame, total_steps=total, target_epsilon=target), key=f"eps-{run.id}")
+    st.caption(PRIVATE_NOTE)
+
+
+def _progress(run: RunRecord, frame, total: int) -> None:
+    if run.status is RunStatus.QUEUED:
+        st.progress(0.0, text="Queued: waiting for a worker (`python -m engine worker`).")
+        return
+    done = run.progress_step
+    fraction = min(1.0, done / total) if total else 0.0
+    text = f"step {done:,} / {total:,}"
+    if run.status is RunStatus.RUNNING and (eta := remaining_seconds(frame, total)) is not None:
+        text += f" · about {eta:.0f} s left" if eta >= 1 else " · finishing"
+    st.progress(fraction, text=text)
+    if run.status is RunStatus.RUNNING and st.button("Cancel run", key=f"cancel-{run.id}"):
+        services.cancel_run(run.id)
+
+
+def remaining_seconds(frame, total: int) -> float | None:
+    """Time left at the step rate measured so far (start-up time excluded)."""
+    if "elapsed_s" not in frame:
+        return None
+    timed = frame[["step", "elapsed_s"]].dropna()
+    if len(timed) < 2:
+        return None
+    steps = timed["step"].iloc[-1] - timed["step"].iloc[0]
+    seconds = timed["elapsed_s"].iloc[-1] - timed["elapsed_s"].iloc[0]
+    return seconds / steps * (total - timed["step"].iloc[-1]) if steps > 0 else None
+
+
+def last_value(frame, column: str) -> float | None:
+    """The latest recorded value of a metric (evaluations do not happen at every step)."""
+    values = frame[column].dropna() if column in frame else ()
+    return float(values.iloc[-1]) if len(values) else None
+
+
+def _headline(run: RunRecord, frame) -> None:
+    result, plan = run.result or {}, run.plan or {}
+    accuracy = result.get("test_accuracy", last_value(frame, "test_accuracy"))
+    epsilon = result.get("epsilon", last_value(frame, "epsilon"))
+    cols = st.columns(4)
+    cols[0].metric("Test accuracy", f"{accuracy:.3f}" if accuracy is not None else "–")
+    cols[1].metric(
+        "ε spent (RDP)",
+        f"{epsilon:.3f}" if epsilon is not None else "–",
+        help=f"ε at δ={run.spec['delta']:g} from the RDP accountant for the steps taken so far.",
+    )
+    cols[2].metric("Noise multiplier σ", f"{plan['noise_multiplier']:.3f}" if plan else "–")
+    cols[3].metric(
+        "Sampling rate q",
+        f"{plan['sampling_rate']:.4f}" if plan else "–",
+        help="Each example joins each lot independently with probability q = L/N (Poisson sampling).",
+    )
