@@ -72,16 +72,39 @@ def loss_figure(frame: pd.DataFrame, *, total_steps: int | None = None, smoothin
     return fig
 
 
+ACCOUNTANT_STYLES = {  # metric column → (legend label, dash)
+    "epsilon": ("RDP (every step)", "solid"),
+    "epsilon_pld": ("PLD", "dot"),
+    "epsilon_advanced": ("advanced composition", "dash"),
+    "epsilon_naive": ("naive composition", "dashdot"),
+    "epsilon_zcdp": ("zCDP", "longdash"),
+}
+
+
 def epsilon_figure(
     frame: pd.DataFrame, *, total_steps: int | None = None, target_epsilon: float | None = None
 ) -> go.Figure:
-    data = _series(frame, "epsilon")
-    fig = _base("Cumulative privacy loss ε (RDP accountant)", "ε", total_steps)
-    fig.add_trace(
-        go.Scatter(
-            x=data["step"], y=data["epsilon"], mode="lines", line={"color": RUN_COLOR, "width": 2}, name="ε spent"
+    """Cumulative ε by every accountant that applies. The y axis fits the tight ones (RDP, PLD, the
+    target); looser bounds may run off the top, their values stay in the hover and the table."""
+    fig = _base("Cumulative privacy loss ε by accountant", "ε", total_steps)
+    tight_max = 0.0
+    for column, (label, dash) in ACCOUNTANT_STYLES.items():
+        data = _series(frame, column)
+        if data.empty:
+            continue
+        mode = "lines" if column == "epsilon" else "lines+markers"
+        fig.add_trace(
+            go.Scatter(
+                x=data["step"],
+                y=data[column],
+                mode=mode,
+                name=label,
+                marker={"size": 5},
+                line={"color": RUN_COLOR if column == "epsilon" else None, "width": 2, "dash": dash},
+            )
         )
-    )
+        if column in ("epsilon", "epsilon_pld"):
+            tight_max = max(tight_max, float(data[column].max()))
     if target_epsilon is not None:
         fig.add_hline(
             y=target_epsilon,
@@ -89,4 +112,9 @@ def epsilon_figure(
             annotation_text=f"target ε = {target_epsilon:g}",
             annotation_position="bottom right",
         )
+        tight_max = max(tight_max, target_epsilon)
+    if tight_max > 0:
+        fig.update_yaxes(range=[0, tight_max * 1.15])
+    fig.update_layout(showlegend=True, legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(128,128,128,0.12)",
+                                               "font": {"size": 10}})  # fmt: skip
     return fig

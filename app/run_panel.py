@@ -2,10 +2,12 @@
 
 import time
 
+import pandas as pd
 import streamlit as st
 
 from app import charts, services
 from cache import RunRecord, RunStatus
+from engine.privacy import ACCOUNTANTS
 
 POLL_SECONDS = 1.0
 STATUS_BADGE = {
@@ -70,6 +72,7 @@ def _run_body(run: RunRecord) -> None:
     middle.plotly_chart(charts.loss_figure(frame, total_steps=total), key=f"loss-{run.id}")
     right.plotly_chart(charts.epsilon_figure(frame, total_steps=total, target_epsilon=target), key=f"eps-{run.id}")
     st.caption(PRIVATE_NOTE)
+    _privacy_details(run)
 
 
 def _progress(run: RunRecord, frame, total: int) -> None:
@@ -98,6 +101,23 @@ def remaining_seconds(frame, total: int) -> float | None:
     return seconds / steps * (total - timed["step"].iloc[-1]) if steps > 0 else None
 
 
+def _privacy_details(run: RunRecord) -> None:
+    """Every accountant's final ε beside the reported one, and the plain-language privacy statement."""
+    result = run.result or {}
+    if not result.get("epsilons"):
+        return
+    tightest = result["accountant"]
+    table = pd.DataFrame([
+        {"accountant": ACCOUNTANTS[name].title, "ε": eps, "reported": "✓ tightest" if name == tightest else "",
+         "reference": ACCOUNTANTS[name].citation}
+        for name, eps in sorted(result["epsilons"].items(), key=lambda item: item[1])
+    ])  # fmt: skip
+    with st.expander("Privacy statement and every accountant", expanded=run.status is RunStatus.FINISHED):
+        left, right = st.columns([2, 3])
+        left.dataframe(table, hide_index=True, width="stretch")
+        right.markdown("\n".join(f"- {line}" for line in result["privacy_statement"].splitlines()))
+
+
 def last_value(frame, column: str) -> float | None:
     """The latest recorded value of a metric (evaluations do not happen at every step)."""
     values = frame[column].dropna() if column in frame else ()
@@ -108,12 +128,14 @@ def _headline(run: RunRecord, frame) -> None:
     result, plan = run.result or {}, run.plan or {}
     accuracy = result.get("test_accuracy", last_value(frame, "test_accuracy"))
     epsilon = result.get("epsilon", last_value(frame, "epsilon"))
+    source = ACCOUNTANTS[result["accountant"]].short if "accountant" in result else "RDP, live"
     cols = st.columns(4)
     cols[0].metric("Test accuracy", f"{accuracy:.3f}" if accuracy is not None else "–")
     cols[1].metric(
-        "ε spent (RDP)",
+        f"ε spent ({source})",
         f"{epsilon:.3f}" if epsilon is not None else "–",
-        help=f"ε at δ={run.spec['delta']:g} from the RDP accountant for the steps taken so far.",
+        help=f"ε at δ={run.spec['delta']:g} for the steps taken so far: while training, by the RDP accountant "
+        "(every step); when done, the tightest valid bound of all accountants. Every value shown is an upper bound.",
     )
     cols[2].metric("Noise multiplier σ", f"{plan['noise_multiplier']:.3f}" if plan else "–")
     cols[3].metric(

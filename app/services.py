@@ -11,7 +11,7 @@ import streamlit as st
 
 from cache import RunRecord, RunStatus, Store, StoreError, store_path
 from engine.jobs import Submission, submit
-from engine.privacy import PrivacyError, rdp_epsilon
+from engine.privacy import PrivacyError, rdp_curve
 from engine.training import DatasetError, SpecError, dataset_info, parse_spec, plan_dpsgd
 
 
@@ -42,7 +42,8 @@ def preview_plan(spec_json: str) -> PlanPreview:
     try:
         spec = parse_spec(json.loads(spec_json))
         plan = plan_dpsgd(spec, n_train=dataset_info(spec.dataset).n_train)
-        eps, order = rdp_epsilon(plan.event(), delta=plan.delta)
+        rdp = rdp_curve(plan.ledger(), delta=plan.delta, steps=[plan.steps])
+        eps, order = rdp.final_epsilon, rdp.final_order
     except (SpecError, DatasetError, PrivacyError) as exc:
         return PlanPreview(error=str(exc))
     return PlanPreview(

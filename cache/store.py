@@ -245,13 +245,16 @@ class Store:
                 "UPDATE runs SET plan_json = ?, total_steps = ? WHERE id = ?", (json.dumps(plan), total_steps, run_id)
             )
 
-    def append_metrics(self, run_id: str, rows: Iterable[tuple[int, dict[str, float]]]) -> bool:
-        """Store a batch of per-step metrics, advance progress and the heartbeat.
+    def append_metrics(
+        self, run_id: str, rows: Iterable[tuple[int, dict[str, float]]], *, advance: bool = True
+    ) -> bool:
+        """Store a batch of per-step metrics; with `advance`, also move progress and the heartbeat on
+        (metrics computed ahead of training, like accountant curves, do not).
 
         Returns whether a cancel has been requested for the run.
         """
         batch = [(run_id, step, name, value) for step, values in rows for name, value in values.items()]
-        last_step = max((step for _, step, _, _ in batch), default=None)
+        last_step = max((step for _, step, _, _ in batch), default=None) if advance else None
         with self._connect(immediate=True) as db:
             db.executemany("INSERT OR REPLACE INTO metrics (run_id, step, name, value) VALUES (?, ?, ?, ?)", batch)
             if last_step is not None:
@@ -272,6 +275,15 @@ class Store:
                     (run_id, after_step),
                 )
             ]
+
+    def trim_metrics(self, run_id: str, *, names: Iterable[str], after_step: int) -> None:
+        """Drop the named metrics recorded for steps after `after_step` (a run that stopped early)."""
+        wanted = list(names)
+        with self._connect(immediate=True) as db:
+            db.execute(
+                f"DELETE FROM metrics WHERE run_id = ? AND step > ? AND name IN ({','.join('?' * len(wanted))})",
+                (run_id, after_step, *wanted),
+            )
 
     def finish(
         self, run_id: str, *, status: RunStatus, result: dict[str, Any] | None = None, error: str | None = None

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from dp_accounting import dp_event
+from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
 from tests.conftest import ROOT, fast_spec
@@ -54,15 +55,42 @@ def test_submit_worker_runs(home, tmp_path):
     assert last_json(cli(home, "show", run_id))["plan"]["steps"] == 45
 
 
-def test_epsilon_and_calibrate_agree_with_dp_accounting(home):
-    out = last_json(cli(home, "epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1.1", "--steps", "1000",
-                        "--delta", "1e-5"))  # fmt: skip
+def test_epsilon_by_one_accountant_or_all_of_them(home):
+    args = ["epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1.1", "--steps", "1000", "--delta", "1e-5"]
     event = dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(1.1)), 1000)
-    assert out["epsilon"] == pytest.approx(RdpAccountant().compose(event).get_epsilon(1e-5), rel=1e-12)
-    sigma = last_json(cli(home, "calibrate", "--epsilon", "2", "--delta", "1e-5", "--sampling-rate", "0.01",
-                          "--steps", "1000"))["noise_multiplier"]  # fmt: skip
+    by_rdp = last_json(cli(home, *args, "--accountant", "rdp"))
+    assert by_rdp["accountant"] == "rdp"
+    assert by_rdp["epsilon"] == pytest.approx(RdpAccountant().compose(event).get_epsilon(1e-5), rel=1e-12)
+    tightest = last_json(cli(home, *args))
+    assert tightest["accountant"] == "pld"
+    assert tightest["epsilon"] == pytest.approx(
+        PLDAccountant(value_discretization_interval=1e-3).compose(event).get_epsilon(1e-5), rel=1e-9
+    )
+    everything = last_json(cli(home, *args, "--all"))
+    assert set(everything["epsilons"]) == {"rdp", "pld", "naive", "advanced"} and "zcdp" in everything["not_applicable"]
+    assert everything["epsilon"] == min(everything["epsilons"].values())
+    # --dataset-size/--lot-size/--epochs describe the same run: q = 600/60,000, T = 10 / q = 1000 steps.
+    same = last_json(cli(home, "epsilon", "--dataset-size", "60000", "--lot-size", "600", "--epochs", "10",
+                         "--noise-multiplier", "1.1", "--delta", "1e-5"))  # fmt: skip
+    assert (same["steps"], same["epsilon"]) == (1000, tightest["epsilon"])
+
+
+def test_calibrate_meets_the_target_by_the_accountant_it_names(home):
+    out = last_json(cli(home, "calibrate", "--epsilon", "2", "--delta", "1e-5", "--sampling-rate", "0.01",
+                        "--steps", "1000"))  # fmt: skip
+    sigma = out["noise_multiplier"]
     event = dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(sigma)), 1000)
-    assert RdpAccountant().compose(event).get_epsilon(1e-5) <= 2.0
+    assert out["accountant"] == "pld"
+    assert PLDAccountant(value_discretization_interval=1e-3).compose(event).get_epsilon(1e-5) <= 2.0
+    assert RdpAccountant().compose(event).get_epsilon(1e-5) > 2.0  # PLD allows less noise than RDP would
+    by_rdp = last_json(cli(home, "calibrate", "--epsilon", "2", "--delta", "1e-5", "--sampling-rate", "0.01",
+                           "--steps", "1000", "--accountant", "rdp"))  # fmt: skip
+    assert by_rdp["noise_multiplier"] > sigma
+
+
+def test_missing_schedule_arguments_are_named(home):
+    proc = cli(home, "epsilon", "--noise-multiplier", "1", "--delta", "1e-5", "--steps", "10", check=False)
+    assert proc.returncode == 2 and "--sampling-rate" in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,13 @@ def test_submit_worker_store_finished_with_metrics(store):
     steps = sorted({step for step, _, _ in rows})
     assert steps == list(range(46)) and run.progress_step == 45
     epsilons = [value for _, name, value in rows if name == "epsilon"]
-    assert epsilons[-1] == pytest.approx(run.result["epsilon"])
+    assert epsilons[-1] == pytest.approx(run.result["epsilons"]["rdp"])  # the live curve is RDP, per step
+    assert run.result["epsilon"] == min(run.result["epsilons"].values())  # the reported one, the tightest
+    by_name = {}
+    for step, name, value in rows:
+        by_name.setdefault(name, {})[step] = value
+    assert len(by_name["epsilon_naive"]) > 5 and max(by_name["epsilon_naive"]) == 45  # a grid ending at T
+    assert by_name["epsilon_pld"][45] == run.result["epsilons"]["pld"]
     assert store.integrity_ok()
     with sqlite3.connect(store.path) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -68,15 +74,19 @@ def test_cancel_queued_and_running(store):
     worker = Worker(store, data_dirs=[])
     original = store.append_metrics
 
-    def cancel_during_training(run_id, rows):
+    def cancel_during_training(run_id, rows, **kwargs):
         store.request_cancel(run_id)
-        return original(run_id, rows)
+        return original(run_id, rows, **kwargs)
 
     store.append_metrics = cancel_during_training
     run = worker.run_one()
     assert run.id == running.run_id and run.status is RunStatus.CANCELLED
     assert run.result["stopped_early"] and run.result["steps"] < run.total_steps
     assert store.metrics(run.id), "metrics of a cancelled run are kept"
+    beyond = [(step, name) for step, name, _ in store.metrics(run.id) if step > run.result["steps"]]
+    assert beyond == [], "no accountant curve runs past the steps actually taken"
+    finals = {name: value for step, name, value in store.metrics(run.id) if step == run.result["steps"]}
+    assert finals["epsilon_pld"] == run.result["epsilons"]["pld"]
 
 
 def test_stale_runs_are_marked_failed_and_others_untouched(store):

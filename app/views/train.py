@@ -9,7 +9,8 @@ from engine.training import SpecError
 
 st.title("Train a differentially private model")
 st.caption(
-    "DP-SGD with Poisson-sampled lots, per-example clipping and Gaussian noise; ε from the RDP (moments) accountant."
+    "DP-SGD with Poisson-sampled lots, per-example clipping and Gaussian noise. ε is tracked live by the RDP "
+    "(moments) accountant; the finished run reports the tightest of RDP, PLD and the composition theorems."
 )
 
 raw_spec = spec_form.spec_form()

@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 import traceback
 from collections.abc import Sequence
@@ -13,6 +14,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cache import RunRecord, RunStatus, Store, datasets_dir
+from engine.privacy import NotApplicableError, accountant
+from engine.privacy.accountants import pld
 from engine.training import DpSgdPlan, StepRecord, dataset_info, parse_spec, plan_dpsgd, train
 
 log = logging.getLogger("dplab.worker")
@@ -24,6 +27,61 @@ def default_data_dirs() -> list[Path]:
     """Where datasets are read from: `DPLAB_DATA_DIR` first, then the data home's download folder."""
     dirs = [Path(p) for p in os.environ.get("DPLAB_DATA_DIR", "").split(os.pathsep) if p]
     return [*dirs, datasets_dir()]
+
+
+CHEAP_ACCOUNTANTS = ("naive", "advanced", "zcdp")  # vectorized over the grid; RDP streams with the steps
+ACCOUNTANT_GRID_POINTS = 24
+
+
+def metric_name(accountant_name: str) -> str:
+    return f"epsilon_{accountant_name}"
+
+
+class BackgroundAccounting:
+    """Computes the other accountants' ε curves on a grid of steps while the run trains (never on the
+    UI thread), writing each to the store as soon as it is ready. PLD costs ~0.1–1 s a point, so it
+    goes last, one point at a time, and stops with the run."""
+
+    def __init__(self, store: Store, run_id: str, plan: DpSgdPlan):
+        self.store, self.run_id, self.plan = store, run_id, plan
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"accounting-{run_id}", daemon=True)
+
+    def __enter__(self) -> "BackgroundAccounting":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def _write(self, name: str, steps, epsilons) -> None:
+        rows = [(int(t), {metric_name(name): float(e)}) for t, e in zip(steps, epsilons, strict=True)]
+        self.store.append_metrics(self.run_id, rows, advance=False)
+
+    def _run(self) -> None:
+        ledger, delta = self.plan.ledger(), self.plan.delta
+        steps = pld.grid(ledger.steps, ACCOUNTANT_GRID_POINTS)
+        try:
+            for name in CHEAP_ACCOUNTANTS:
+                try:
+                    curve = accountant(name).curve(ledger, delta=delta, steps=steps)
+                except NotApplicableError:
+                    continue
+                self._write(name, curve.steps, curve.epsilons)
+            for t in steps:
+                if self.stop.is_set():
+                    return
+                self._write("pld", [t], [pld.epsilon_of(ledger.truncated(int(t)), delta=delta)])
+        except Exception:  # best effort beside the run: the final ε of every accountant is computed exactly
+            log.exception("run %s: background accounting failed", self.run_id)
+
+
+def record_final_epsilons(store: Store, run_id: str, steps: int, epsilons: dict[str, float]) -> None:
+    """End every accountant's curve at the steps actually taken, with the exact final values."""
+    others = {metric_name(n): e for n, e in epsilons.items() if n != "rdp"}
+    store.trim_metrics(run_id, names=list(others), after_step=steps)
+    store.append_metrics(run_id, [(steps, others)], advance=False)
 
 
 def plan_summary(plan: DpSgdPlan) -> dict[str, float]:
@@ -107,14 +165,16 @@ class Worker:
             spec = parse_spec(run.spec)
             plan = plan_dpsgd(spec, n_train=dataset_info(spec.dataset).n_train)
             self.store.set_plan(run.id, plan=plan_summary(plan), total_steps=plan.steps)
-            result = train(
-                spec,
-                plan=plan,
-                data_dirs=self.data_dirs,
-                on_step=stream,
-                should_stop=lambda: stream.cancel_requested or self.stopping,
-            )
+            with BackgroundAccounting(self.store, run.id, plan):
+                result = train(
+                    spec,
+                    plan=plan,
+                    data_dirs=self.data_dirs,
+                    on_step=stream,
+                    should_stop=lambda: stream.cancel_requested or self.stopping,
+                )
             stream.flush()
+            record_final_epsilons(self.store, run.id, result.steps, result.epsilons)
             if result.stopped_early and not stream.cancel_requested:
                 raise Shutdown("worker stopping")
             status = RunStatus.CANCELLED if result.stopped_early else RunStatus.FINISHED

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.privacy import rdp_epsilon_curve
+from engine.privacy import panel, privacy_statement, rdp_curve
 from engine.training.clipping import make_clipper
 from engine.training.datasets import Dataset, load_dataset
 from engine.training.dpsgd import DpSgdPlan, dpsgd_step, plan_dpsgd
@@ -21,7 +21,6 @@ from engine.training.models import build_model
 from engine.training.spec import RunSpec
 
 EVALUATIONS_PER_RUN = 100
-ACCOUNTANT = "rdp"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,15 +45,17 @@ class StepRecord:
 class TrainResult:
     test_accuracy: float
     test_loss: float
-    epsilon: float
+    epsilon: float  # the tightest valid ε(δ) of the steps taken, by `accountant`
     delta: float
     noise_multiplier: float
     sampling_rate: float
     steps: int
     planned_steps: int
     accountant: str
-    best_order: float
+    epsilons: dict[str, float]  # every applicable accountant's ε for the same steps
+    best_order: float  # of the RDP accountant
     order_at_edge: bool
+    privacy_statement: str
     stopped_early: bool
     seconds: float
     device: str
@@ -96,7 +97,7 @@ def train(
     plan = plan or plan_dpsgd(spec, n_train=n_train)
     if plan.n_train != n_train:
         raise ValueError(f"plan is for N={plan.n_train} but {spec.dataset} has N={n_train}")
-    curve = rdp_epsilon_curve(plan.step_event(), steps=plan.steps, delta=plan.delta)
+    curve = rdp_curve(plan.ledger(), delta=plan.delta)  # ε after every step, for the live plot
 
     torch.manual_seed(spec.seed)
     model = build_model(
@@ -144,18 +145,23 @@ def train(
         if stop:
             break
 
+    ledger = plan.ledger(steps_done)
+    accounts = panel(ledger, delta=plan.delta)
+    statement = privacy_statement(ledger=ledger, panel=accounts, dataset_size=n_train, lot_size=plan.expected_lot_size)
     return TrainResult(
         test_accuracy=accuracy,
         test_loss=loss,
-        epsilon=float(curve.epsilons[steps_done - 1]),
+        epsilon=statement.epsilon,
         delta=plan.delta,
         noise_multiplier=plan.noise_multiplier,
         sampling_rate=plan.sampling_rate,
         steps=steps_done,
         planned_steps=plan.steps,
-        accountant=ACCOUNTANT,
-        best_order=float(curve.best_orders[steps_done - 1]),
-        order_at_edge=bool(curve.best_orders[steps_done - 1] in (curve.orders[0], curve.orders[-1])),
+        accountant=statement.accountant,
+        epsilons=accounts.final(),
+        best_order=accounts.curves["rdp"].final_order,
+        order_at_edge=accounts.curves["rdp"].order_at_edge,
+        privacy_statement=statement.text(),
         stopped_early=steps_done < plan.steps,
         seconds=time.perf_counter() - started,
         device=str(device),

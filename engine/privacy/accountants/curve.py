@@ -1,0 +1,33 @@
+"""The common result of every accountant: ε(δ) after each queried number of steps."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpsilonCurve:
+    accountant: str
+    delta: float
+    steps: np.ndarray  # step counts queried (0 = only the up-front releases)
+    epsilons: np.ndarray  # a valid upper bound on ε(δ) after each of them
+    best_orders: np.ndarray | None = None  # RDP only: the order attaining each ε
+    order_edges: tuple[float, float] | None = None  # RDP only: the smallest and largest order searched
+
+    @property
+    def final_epsilon(self) -> float:
+        return float(self.epsilons[-1]) if len(self.epsilons) else 0.0
+
+    @property
+    def final_order(self) -> float:
+        return float(self.best_orders[-1]) if self.best_orders is not None and len(self.best_orders) else float("nan")
+
+    @property
+    def order_at_edge(self) -> bool:
+        """True when the final best RDP order is the smallest or largest searched: widen the orders."""
+        return self.order_edges is not None and self.final_order in self.order_edges
+
+    def at(self, step: int) -> float:
+        """ε after `step` steps: the value at the first queried step count ≥ `step` (ε never decreases)."""
+        index = int(np.searchsorted(self.steps, step))
+        return float(self.epsilons[min(index, len(self.epsilons) - 1)])

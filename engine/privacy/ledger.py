@@ -1,0 +1,79 @@
+"""The privacy ledger of a run: what it released, in order, as values.
+
+`upfront` releases happen before the first step (DP-PCA, the noisy count of seed 000); `phases`
+are runs of identical steps (a schedule that changes σ, C or q is several phases). Accountants read
+the ledger to give ε after any number of steps; `dp_event()` is the same ledger as one
+`dp_accounting` event.
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from dp_accounting import NeighboringRelation, dp_event
+
+from engine.privacy.errors import PrivacyError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Release:
+    """`count` occurrences in a row of one mechanism (`event` describes one occurrence)."""
+
+    event: dp_event.DpEvent
+    count: int = 1
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if int(self.count) != self.count or self.count < 0:
+            raise PrivacyError(f"count must be a non-negative integer, got {self.count}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrivacyLedger:
+    phases: tuple[Release, ...] = ()
+    upfront: tuple[Release, ...] = ()
+    neighboring: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def steps(self) -> int:
+        return sum(p.count for p in self.phases)
+
+    @property
+    def releases(self) -> tuple[Release, ...]:
+        return self.upfront + self.phases
+
+    def counts_at(self, steps: Sequence[int] | np.ndarray) -> np.ndarray:
+        """(len(steps) × len(releases)) occurrences of each release after each step count."""
+        t = np.asarray(steps, dtype=np.int64)
+        if t.ndim != 1 or (len(t) and (t.min() < 0 or t.max() > self.steps)):
+            raise PrivacyError(f"steps must lie in [0, {self.steps}]")
+        columns = [np.full(len(t), r.count, dtype=np.int64) for r in self.upfront]
+        start = 0
+        for phase in self.phases:
+            columns.append(np.clip(t - start, 0, phase.count))
+            start += phase.count
+        return np.stack(columns, axis=1) if columns else np.zeros((len(t), 0), dtype=np.int64)
+
+    def truncated(self, steps: int) -> "PrivacyLedger":
+        """The ledger of the first `steps` steps (with every up-front release)."""
+        counts = self.counts_at([steps])[0][len(self.upfront) :]
+        phases = tuple(
+            Release(event=p.event, count=int(c), label=p.label) for p, c in zip(self.phases, counts, strict=True) if c
+        )
+        return PrivacyLedger(phases=phases, upfront=self.upfront, neighboring=self.neighboring, notes=self.notes)
+
+    def dp_event(self) -> dp_event.DpEvent:
+        events = [dp_event.SelfComposedDpEvent(event=r.event, count=r.count) for r in self.releases if r.count]
+        return dp_event.ComposedDpEvent(events=events)
+
+
+def single_phase(event: dp_event.DpEvent, steps: int, *, label: str = "step", **kwargs) -> PrivacyLedger:
+    return PrivacyLedger(phases=(Release(event=event, count=steps, label=label),), **kwargs)
+
+
+def schedule(phases: Iterable[tuple[dp_event.DpEvent, int]], **kwargs) -> PrivacyLedger:
+    """Heterogeneous steps: (step event, number of steps) in order."""
+    return PrivacyLedger(
+        phases=tuple(Release(event=e, count=n, label=f"phase {i + 1}") for i, (e, n) in enumerate(phases)), **kwargs
+    )

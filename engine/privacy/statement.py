@@ -1,0 +1,69 @@
+"""The plain-language privacy statement of a run: what was protected, how, and what it cost."""
+
+from dataclasses import dataclass
+
+from dp_accounting import NeighboringRelation
+
+from engine.privacy.accountants import ACCOUNTANTS, Panel
+from engine.privacy.events import Sampling
+from engine.privacy.ledger import PrivacyLedger
+
+ADJACENCY = {
+    NeighboringRelation.ADD_OR_REMOVE_ONE: "adding or removing one training example",
+    NeighboringRelation.REPLACE_ONE: "replacing one training example by another",
+}
+SAMPLING = {
+    Sampling.POISSON: "Poisson sampling: at every step each example joined the lot independently with probability "
+    "q = {q:.4g} (expected lot size {lot:,} of N = {n:,})",
+    Sampling.WITHOUT_REPLACEMENT: "fixed-size lots of {lot:,} examples drawn without replacement from N = {n:,}",
+    Sampling.SHUFFLE: "shuffle-and-iterate lots of {lot:,}; the ε below is the Poisson-sampling APPROXIMATION "
+    "(q = {q:.4g}), not a proven bound",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrivacyStatement:
+    epsilon: float
+    delta: float
+    accountant: str
+    lines: tuple[str, ...]
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def privacy_statement(
+    *,
+    ledger: PrivacyLedger,
+    panel: Panel,
+    dataset_size: int,
+    lot_size: int | None = None,
+    sampling: Sampling = Sampling.POISSON,
+) -> PrivacyStatement:
+    name, epsilon = panel.tightest()
+    delta = panel.delta
+    others = ", ".join(
+        f"{ACCOUNTANTS[n].title} {e:.3g}" for n, e in sorted(panel.final().items(), key=lambda i: i[1]) if n != name
+    )
+    lines = [
+        f"Trained with ({epsilon:.3g}, {delta:.3g})-differential privacy, by the {ACCOUNTANTS[name].title} accountant "
+        f"(the tightest of those that apply{': ' + others if others else ''}).",
+        f"Protected unit: one training example (example-level). Neighbouring datasets differ by "
+        f"{ADJACENCY[ledger.neighboring]}; a person with several examples is protected as a group, more weakly.",
+    ]
+    if lot_size is not None:
+        lines.append(
+            "Lots: " + SAMPLING[sampling].format(q=lot_size / dataset_size, lot=lot_size, n=dataset_size) + "."
+        )
+    ratio = delta * dataset_size
+    lines.append(
+        f"δ = {delta:.3g} is {ratio:.3g} × 1/N (N = {dataset_size:,})"
+        + ("." if ratio < 1 else ": WARNING, δ ≥ 1/N permits releasing a whole record.")
+    )
+    charged = "; ".join(f"{r.count:,} × {r.label}" for r in ledger.releases if r.count)
+    lines.append(f"Charged to the budget: {charged or 'nothing'}.")
+    for reason_name, reason in panel.not_applicable.items():
+        lines.append(f"{ACCOUNTANTS[reason_name].title}: not applicable ({reason}).")
+    lines.append("Not covered: choosing among several runs on the same data (each run spends its own budget).")
+    lines.extend(ledger.notes)
+    return PrivacyStatement(epsilon=epsilon, delta=delta, accountant=name, lines=tuple(lines))
