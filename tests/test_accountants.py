@@ -189,6 +189,12 @@ def test_max_steps_fits_the_budget_exactly():
         max_steps(lambda t: dpsgd_ledger(1.0, 0.3, t), target_epsilon=0.5, delta=1e-5)
 
 
+def test_statement_warns_when_the_best_rdp_order_is_at_the_edge():
+    ledger = single_phase(dpsgd_step_event(sampling_rate=0.001, noise_multiplier=50.0), 1)
+    statement = privacy_statement(ledger=ledger, panel=panel(ledger, delta=1e-10), dataset_size=10**11)
+    assert "edge of the orders searched" in statement.text()
+
+
 def test_statement_says_what_was_protected_and_charged():
     ledger = single_phase(dpsgd_step_event(sampling_rate=64 / 1438, noise_multiplier=1.65), 450, label="DP-SGD step")
     statement = privacy_statement(ledger=ledger, panel=panel(ledger, delta=1e-5), dataset_size=1438, lot_size=64)

@@ -62,6 +62,12 @@ def privacy_statement(
     )
     charged = "; ".join(f"{r.count:,} × {r.label}" for r in ledger.releases if r.count)
     lines.append(f"Charged to the budget: {charged or 'nothing'}.")
+    rdp = panel.curves.get("rdp")
+    if rdp is not None and rdp.order_at_edge:
+        lines.append(
+            f"WARNING: the best RDP order ({rdp.final_order:g}) is at the edge of the orders searched; the RDP "
+            "value may be loose (the reported ε stays a valid bound)."
+        )
     for reason_name, reason in panel.not_applicable.items():
         lines.append(f"{ACCOUNTANTS[reason_name].title}: not applicable ({reason}).")
     lines.append("Not covered: choosing among several runs on the same data (each run spends its own budget).")
