@@ -213,7 +213,7 @@ def test_out_of_range_arguments_are_named_errors(bad):
         composition.naive_curve(dpsgd_ledger(0.01, 1.0, 10), **bad)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(
     q=st.floats(1e-3, 0.1),
     sigma=st.floats(0.6, 8.0),
@@ -228,12 +228,13 @@ def test_properties_over_the_argument_space(q, sigma, steps, delta):
         assert np.all(np.diff(eps) >= -1e-12), f"{name}: ε decreased as steps were added"
         assert np.all(eps >= 0)
     final = panel(ledger, delta=delta, names=("rdp", "pld")).final()
-    assert final["pld"] <= final["rdp"] * 1.01 + 1e-6  # PLD ≤ RDP up to its discretization
+    # PLD ≤ RDP, up to PLD's pessimistic discretization: it may overshoot by about one interval.
+    assert final["pld"] <= final["rdp"] + pld.GRID_DISCRETIZATION
     more_noise = panel(dpsgd_ledger(q, sigma * 1.5, steps), delta=delta, names=("rdp",)).final()["rdp"]
     assert more_noise <= final["rdp"] + 1e-12
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(
     q=st.floats(-1.0, 2.0) | st.just(math.nan),
     sigma=st.floats(-1.0, 10.0) | st.just(math.nan),
