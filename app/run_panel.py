@@ -63,7 +63,7 @@ def _run_body(run: RunRecord) -> None:
     if run.error:
         st.error(f"Error: {run.error}")
     total = run.total_steps or 0
-    frame = services.metrics_frame(run.id)
+    frame = spent_so_far(services.metrics_frame(run.id), run)
     _progress(run, frame, total)
     _headline(run, frame)
     target = spec.get("target_epsilon")
@@ -116,6 +116,16 @@ def _privacy_details(run: RunRecord) -> None:
         left, right = st.columns([2, 3])
         left.dataframe(table, hide_index=True, width="stretch")
         right.markdown("\n".join(f"- {line}" for line in result["privacy_statement"].splitlines()))
+
+
+def spent_so_far(frame: pd.DataFrame, run: RunRecord) -> pd.DataFrame:
+    """Hide accountant points the worker computed ahead of training: a chart shows ε spent, not planned."""
+    ahead = frame["step"] > run.progress_step if "step" in frame else []
+    columns = [c for c in frame.columns if c.startswith("epsilon_")]
+    if run.status.active and columns and len(frame):
+        frame = frame.copy()
+        frame.loc[ahead, columns] = float("nan")
+    return frame
 
 
 def last_value(frame, column: str) -> float | None:

@@ -103,3 +103,18 @@ def test_eta_uses_the_measured_step_rate_not_start_up_time():
     frame = pd.DataFrame({"step": [0, 1, 2, 11], "elapsed_s": [None, 5.0, 5.1, 6.0]})
     assert remaining_seconds(frame, 111) == pytest.approx(10.0)  # 0.1 s/step after the first step
     assert remaining_seconds(frame.iloc[:2], 111) is None
+
+
+def test_live_chart_shows_only_epsilon_already_spent():
+    import pandas as pd
+
+    from app.run_panel import spent_so_far
+    from cache import RunRecord
+
+    frame = pd.DataFrame({"step": [0, 5, 10, 20], "epsilon": [0, 0.5, 0.8, None], "epsilon_pld": [None, 0.4, 0.7, 1.1]})
+    run = RunRecord(id="r", cache_key="k", spec={}, engine_version="t", status=RunStatus.RUNNING, created_at=0,
+                    started_at=0, finished_at=None, heartbeat_at=0, worker="w", total_steps=20, progress_step=10,
+                    plan=None, result=None, error=None, cancel_requested=False)  # fmt: skip
+    shown = spent_so_far(frame, run)
+    assert shown["epsilon_pld"].tolist()[1:3] == [0.4, 0.7] and pd.isna(shown["epsilon_pld"].iloc[3])
+    assert frame["epsilon_pld"].iloc[3] == 1.1  # the input is not modified
