@@ -1,6 +1,8 @@
 """Datasets: public-only preprocessing, verified files, errors that name the file and the problem."""
 
+import gzip
 import hashlib
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -10,11 +12,13 @@ from engine.training.datasets import (
     ADULT_CATEGORIES,
     ADULT_FILES,
     ADULT_NUMERIC_BOUNDS,
+    IDX_MAGIC,
     DatasetError,
     RemoteFile,
     find_file,
     load_dataset,
     parse_adult,
+    parse_idx,
 )
 
 ADULT_ROW = (
@@ -77,7 +81,7 @@ def write_remote(tmp_path: Path, content: bytes) -> RemoteFile:
     source = tmp_path / "origin" / "adult.data"
     source.parent.mkdir(parents=True, exist_ok=True)
     source.write_bytes(content)
-    return RemoteFile(relpath="adult/adult.data", sha256=hashlib.sha256(content).hexdigest(), url=source.as_uri())
+    return RemoteFile(relpath="adult/adult.data", sha256=hashlib.sha256(content).hexdigest(), urls=(source.as_uri(),))
 
 
 def test_download_is_verified_then_kept_in_the_data_home(tmp_path):
@@ -90,7 +94,7 @@ def test_download_is_verified_then_kept_in_the_data_home(tmp_path):
 
 def test_wrong_checksum_is_refused_and_never_kept(tmp_path):
     remote = write_remote(tmp_path, b"tampered\n")
-    bad = RemoteFile(relpath=remote.relpath, sha256="0" * 64, url=remote.url)
+    bad = RemoteFile(relpath=remote.relpath, sha256="0" * 64, urls=remote.urls)
     home = tmp_path / "home"
     with pytest.raises(DatasetError, match="checksum mismatch"):
         find_file(bad, [home])
@@ -108,3 +112,42 @@ def test_truncated_local_copy_names_the_file(tmp_path):
 def test_missing_file_says_where_it_looked(tmp_path):
     with pytest.raises(DatasetError, match="DPLAB_DATA_DIR"):
         find_file(ADULT_FILES["test"], [tmp_path], download=False)
+
+
+def test_download_falls_back_to_a_mirror(tmp_path):
+    good = write_remote(tmp_path, (ADULT_ROW + "\n").encode())
+    remote = RemoteFile(relpath=good.relpath, sha256=good.sha256,
+                        urls=((tmp_path / "missing" / "adult.data").as_uri(), *good.urls))  # fmt: skip
+    assert find_file(remote, [tmp_path / "home"]).read_text().startswith("39,")
+
+
+@pytest.mark.parametrize(
+    ("name", "train_counts"),
+    [
+        ("mnist", [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]),  # from the datasets README
+        ("fashion-mnist", [6000] * 10),
+    ],
+)
+def test_mnist_and_fashion_mnist_from_the_shared_copy(shared_datasets, name, train_counts):
+    data = load_dataset(name, [shared_datasets])
+    assert data.x_train.shape == (60_000, 784) and data.x_test.shape == (10_000, 784)
+    assert np.bincount(data.y_train).tolist() == train_counts
+    assert data.x_train.dtype == np.float32 and data.x_train.min() >= 0.0 and data.x_train.max() == 1.0
+
+
+def write_idx(path: Path, magic: int, sizes: tuple[int, ...], data: bytes) -> Path:
+    path.write_bytes(gzip.compress(struct.pack(f">{1 + len(sizes)}I", magic, *sizes) + data))
+    return path
+
+
+def test_idx_files_are_parsed_and_malformed_ones_named(tmp_path):
+    images = write_idx(tmp_path / "images.gz", IDX_MAGIC[3], (2, 2, 3), bytes(range(12)))
+    assert parse_idx(images, ndim=3).tolist() == [[[0, 1, 2], [3, 4, 5]], [[6, 7, 8], [9, 10, 11]]]
+    with pytest.raises(DatasetError, match=r"images\.gz: IDX magic 2051, expected 2049"):
+        parse_idx(images, ndim=1)
+    short = write_idx(tmp_path / "short.gz", IDX_MAGIC[1], (10,), bytes(7))
+    with pytest.raises(DatasetError, match=r"short\.gz: truncated or padded: 7 data bytes, expected 10"):
+        parse_idx(short, ndim=1)
+    (tmp_path / "plain.gz").write_bytes(b"not gzip")
+    with pytest.raises(DatasetError, match=r"plain\.gz: not a readable gzip file"):
+        parse_idx(tmp_path / "plain.gz", ndim=1)

@@ -6,7 +6,9 @@ published in `adult.names`. Files are read from the directories given by the cal
 `DPLAB_DATA_DIR` copy first, then the data home) and verified by SHA-256 before use.
 """
 
+import gzip
 import hashlib
+import struct
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,7 +52,7 @@ class DatasetInfo:
 class RemoteFile:
     relpath: str
     sha256: str
-    url: str
+    urls: tuple[str, ...]  # the canonical source first, then mirrors; every copy must match sha256
 
 
 # ---------------------------------------------------------------- digits (scikit-learn, offline)
@@ -78,12 +80,12 @@ ADULT_FILES = {
     "train": RemoteFile(
         relpath="adult/adult.data",
         sha256="5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
-        url=ADULT_BASE_URL + "adult.data",
+        urls=(ADULT_BASE_URL + "adult.data",),
     ),
     "test": RemoteFile(
         relpath="adult/adult.test",
         sha256="a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
-        url=ADULT_BASE_URL + "adult.test",
+        urls=(ADULT_BASE_URL + "adult.test",),
     ),
 }
 ADULT_COLUMNS = (
@@ -230,18 +232,22 @@ def find_file(remote: RemoteFile, data_dirs: Sequence[Path], *, download: bool =
     target = Path(data_dirs[-1]) / remote.relpath
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(target.suffix + ".part")
-    try:
-        with urllib.request.urlopen(remote.url, timeout=60) as response, open(partial, "wb") as out:
-            out.write(response.read())
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise DatasetError(
-            f"{remote.relpath}: not found locally and the download from {remote.url} failed ({exc}). "
-            "Set DPLAB_DATA_DIR to a directory holding a copy."
-        ) from exc
-    verify_checksum(partial, remote.sha256)
-    partial.replace(target)  # only a verified file ever takes the final name
-    return target
+    failures = []
+    for url in remote.urls:  # the canonical source first, then mirrors
+        try:
+            with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out:
+                out.write(response.read())
+            verify_checksum(partial, remote.sha256)
+        except (OSError, DatasetError) as exc:
+            partial.unlink(missing_ok=True)
+            failures.append(f"{url}: {exc}")
+            continue
+        partial.replace(target)  # only a verified file ever takes the final name
+        return target
+    raise DatasetError(
+        f"{remote.relpath}: not found locally and no download succeeded ({'; '.join(failures)}). "
+        "Set DPLAB_DATA_DIR to a directory holding a copy."
+    )
 
 
 def verify_checksum(path: Path, expected_sha256: str) -> None:
@@ -294,6 +300,73 @@ def load_adult(data_dirs: Sequence[Path]) -> Dataset:
     return Dataset(name="adult", x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test, n_classes=2)
 
 
+# ---------------------------------------------------------------- MNIST and Fashion-MNIST (IDX files)
+
+IDX_SOURCES = {
+    "mnist": ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/"),
+    "fashion-mnist": ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",),
+}
+IDX_SHA256 = {  # the canonical files (see ../shared/datasets/README.md)
+    "mnist": {
+        "train-images-idx3-ubyte.gz": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+        "train-labels-idx1-ubyte.gz": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+        "t10k-images-idx3-ubyte.gz": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+        "t10k-labels-idx1-ubyte.gz": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+    },
+    "fashion-mnist": {
+        "train-images-idx3-ubyte.gz": "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+        "train-labels-idx1-ubyte.gz": "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
+        "t10k-images-idx3-ubyte.gz": "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
+        "t10k-labels-idx1-ubyte.gz": "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+    },
+}
+IDX_MAGIC = {1: 2049, 3: 2051}  # unsigned-byte label vectors and image tensors
+
+
+def idx_file(name: str, filename: str) -> RemoteFile:
+    return RemoteFile(relpath=f"{name}/{filename}", sha256=IDX_SHA256[name][filename],
+                      urls=tuple(base + filename for base in IDX_SOURCES[name]))  # fmt: skip
+
+
+def parse_idx(path: Path, *, ndim: int) -> np.ndarray:
+    """A gzipped IDX file of unsigned bytes (LeCun's format): big-endian magic, sizes, then data."""
+    try:
+        raw = gzip.decompress(path.read_bytes())
+    except (OSError, EOFError) as exc:
+        raise DatasetError(f"{path}: not a readable gzip file ({exc})") from exc
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise DatasetError(f"{path}: truncated IDX header ({len(raw)} bytes)")
+    magic, *sizes = struct.unpack(f">{1 + ndim}I", raw[:header])
+    if magic != IDX_MAGIC[ndim]:
+        raise DatasetError(f"{path}: IDX magic {magic}, expected {IDX_MAGIC[ndim]} for a {ndim}-D file")
+    expected = int(np.prod(sizes))
+    if len(raw) - header != expected:
+        raise DatasetError(f"{path}: truncated or padded: {len(raw) - header} data bytes, expected {expected}")
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(sizes)
+
+
+def load_idx_dataset(name: str, data_dirs: Sequence[Path]) -> Dataset:
+    """28×28 grey images flattened to 784 features scaled by the public pixel bound 255."""
+    arrays = {}
+    for split, prefix in (("train", "train"), ("test", "t10k")):
+        images = parse_idx(find_file(idx_file(name, f"{prefix}-images-idx3-ubyte.gz"), data_dirs), ndim=3)
+        labels = parse_idx(find_file(idx_file(name, f"{prefix}-labels-idx1-ubyte.gz"), data_dirs), ndim=1)
+        if len(images) != len(labels):
+            raise DatasetError(f"{name} {split}: {len(images)} images but {len(labels)} labels")
+        arrays[split] = (images.reshape(len(images), -1).astype(np.float32) / 255.0, labels.astype(np.int64))
+    (x_train, y_train), (x_test, y_test) = arrays["train"], arrays["test"]
+    return Dataset(name=name, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test, n_classes=10)
+
+
+def load_mnist(data_dirs: Sequence[Path]) -> Dataset:
+    return load_idx_dataset("mnist", data_dirs)
+
+
+def load_fashion_mnist(data_dirs: Sequence[Path]) -> Dataset:
+    return load_idx_dataset("fashion-mnist", data_dirs)
+
+
 # ---------------------------------------------------------------- registry
 
 DATASETS: dict[str, DatasetInfo] = {
@@ -315,7 +388,16 @@ DATASETS: dict[str, DatasetInfo] = {
         description="Predict income > $50K from 14 census attributes (UCI, CC BY 4.0).",
         load=load_adult,
     ),
-}
+    "mnist": DatasetInfo(
+        name="mnist", title="MNIST (28×28 digits)", n_train=60_000, n_test=10_000, n_classes=10,
+        description="LeCun, Cortes, Burges: 70,000 handwritten digits (CC BY-SA 3.0).", load=load_mnist,
+    ),
+    "fashion-mnist": DatasetInfo(
+        name="fashion-mnist", title="Fashion-MNIST (28×28 clothing)", n_train=60_000, n_test=10_000,
+        n_classes=10, description="Zalando Research: 70,000 images of 10 clothing classes (MIT).",
+        load=load_fashion_mnist,
+    ),
+}  # fmt: skip
 
 
 def dataset_info(name: str) -> DatasetInfo:
