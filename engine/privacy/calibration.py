@@ -8,12 +8,13 @@ smaller than one step costs, raises `UnreachableTargetError`.
 """
 
 from collections.abc import Callable
+from functools import cache
 
 from dp_accounting import calibrate_dp_mechanism
 from dp_accounting.mechanism_calibration import ExplicitBracketInterval
 
 from engine.privacy.accountants import accountant, pld, rdp
-from engine.privacy.errors import PrivacyError, UnreachableTargetError
+from engine.privacy.errors import PrivacyError, UnreachableTargetError, check_delta
 from engine.privacy.events import dpsgd_step_event
 from engine.privacy.ledger import PrivacyLedger, single_phase
 
@@ -31,8 +32,7 @@ def final_epsilon(ledger: PrivacyLedger, *, delta: float, accountant_name: str =
 def _check_target(target_epsilon: float, delta: float) -> None:
     if not target_epsilon > 0:
         raise PrivacyError(f"target_epsilon must be > 0, got {target_epsilon}")
-    if not 0 < delta < 1:
-        raise PrivacyError(f"delta must be in (0, 1), got {delta}")
+    check_delta(delta)
 
 
 def calibrate_sigma(
@@ -47,6 +47,7 @@ def calibrate_sigma(
     _check_target(target_epsilon, delta)
     accountant(accountant_name)  # a named error for an unknown accountant
 
+    @cache  # the bracket checks revisit σ values; a PLD evaluation costs ~0.1–1 s
     def eps(sigma: float) -> float:
         return final_epsilon(make_ledger(sigma), delta=delta, accountant_name=accountant_name)
 

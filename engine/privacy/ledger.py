@@ -43,6 +43,10 @@ class PrivacyLedger:
     def releases(self) -> tuple[Release, ...]:
         return self.upfront + self.phases
 
+    def queried_steps(self, steps: Sequence[int] | np.ndarray | None) -> np.ndarray:
+        """The step counts an accountant is asked about: every step 1..T by default."""
+        return np.arange(1, self.steps + 1) if steps is None else np.asarray(steps, dtype=np.int64)
+
     def counts_at(self, steps: Sequence[int] | np.ndarray) -> np.ndarray:
         """(len(steps) × len(releases)) occurrences of each release after each step count."""
         t = np.asarray(steps, dtype=np.int64)

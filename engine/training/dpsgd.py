@@ -13,7 +13,7 @@ import torch
 from dp_accounting import dp_event
 from torch import Tensor
 
-from engine.privacy import PrivacyLedger, calibrate_noise_multiplier, dpsgd_event, dpsgd_step_event, single_phase
+from engine.privacy import PrivacyLedger, calibrate_noise_multiplier, dpsgd_step_event, single_phase
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
 from engine.training.spec import RunSpec
 
@@ -43,11 +43,6 @@ class DpSgdPlan:
         label = (f"DP-SGD step (Gaussian noise σ = {self.noise_multiplier:.4g} on gradients clipped to C = "
                  f"{self.clip_norm:g}, Poisson lots q = {self.sampling_rate:.4g})")  # fmt: skip
         return single_phase(self.step_event(), self.steps if steps is None else steps, label=label)
-
-    def event(self, steps: int | None = None) -> dp_event.DpEvent:
-        """The DP event of the first `steps` steps (all of them by default)."""
-        count = self.steps if steps is None else steps
-        return dpsgd_event(sampling_rate=self.sampling_rate, noise_multiplier=self.noise_multiplier, steps=count)
 
 
 def steps_for(*, epochs: float, n_train: int, lot_size: int) -> int:

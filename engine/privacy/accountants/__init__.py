@@ -20,21 +20,20 @@ class Accountant:
     title: str
     citation: str
     curve: Callable[..., EpsilonCurve]
-    every_step: bool  # cheap enough for a curve over every step (else: a grid of steps)
 
 
 ACCOUNTANTS: dict[str, Accountant] = {
     a.name: a
     for a in (
-        Accountant(name="rdp", short="RDP", title=rdp.TITLE, curve=rdp.curve, every_step=True,
+        Accountant(name="rdp", short="RDP", title=rdp.TITLE, curve=rdp.curve,
                    citation="Mironov 2017; Abadi et al. 2016; conversion: Canonne et al. 2020"),
-        Accountant(name="pld", short="PLD", title=pld.TITLE, curve=pld.curve, every_step=False,
+        Accountant(name="pld", short="PLD", title=pld.TITLE, curve=pld.curve,
                    citation="Koskela et al. 2020; Doroshenko et al. 2022 (dp-accounting)"),
         Accountant(name="naive", short="naive", title="Naive composition (kε, kδ)", curve=composition.naive_curve,
-                   every_step=True, citation="Dwork & Roth 2014, Thm 3.16"),
-        Accountant(name="advanced", short="advanced", title="Advanced composition", every_step=True,
+                   citation="Dwork & Roth 2014, Thm 3.16"),
+        Accountant(name="advanced", short="advanced", title="Advanced composition",
                    curve=composition.advanced_curve, citation="Dwork & Roth 2014, Thm 3.20"),
-        Accountant(name="zcdp", short="zCDP", title=zcdp.TITLE, curve=zcdp.curve, every_step=True,
+        Accountant(name="zcdp", short="zCDP", title=zcdp.TITLE, curve=zcdp.curve,
                    citation="Bun & Steinke 2016, Props 1.3, 1.4, 1.6"),
     )
 }  # fmt: skip

@@ -19,7 +19,7 @@ from dp_accounting import NeighboringRelation, dp_event
 
 from engine.privacy.accountants.curve import EpsilonCurve
 from engine.privacy.accountants.pld import PldAccountant
-from engine.privacy.errors import NotApplicableError, PrivacyError
+from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.ledger import PrivacyLedger
 
 EPSILON_GRID = np.concatenate([[0.0], np.geomspace(1e-5, 200.0, 4000)])  # steps of 0.42%
@@ -51,14 +51,9 @@ def _per_release_epsilons(ledger: PrivacyLedger, per_occurrence_delta: np.ndarra
     return np.stack(columns, axis=1) if columns else np.zeros((len(per_occurrence_delta), 0))
 
 
-def _check(delta: float) -> None:
-    if not 0.0 < delta < 1.0:
-        raise PrivacyError(f"delta must be in (0, 1), got {delta}")
-
-
 def naive_curve(ledger: PrivacyLedger, *, delta: float, steps: np.ndarray | None = None) -> EpsilonCurve:
-    _check(delta)
-    steps = np.arange(1, ledger.steps + 1) if steps is None else np.asarray(steps, dtype=np.int64)
+    check_delta(delta)
+    steps = ledger.queried_steps(steps)
     counts = ledger.counts_at(steps).astype(np.float64)
     occurrences = np.maximum(counts.sum(axis=1), 1.0)
     eps0 = _per_release_epsilons(ledger, delta / occurrences)
@@ -68,8 +63,8 @@ def naive_curve(ledger: PrivacyLedger, *, delta: float, steps: np.ndarray | None
 
 
 def advanced_curve(ledger: PrivacyLedger, *, delta: float, steps: np.ndarray | None = None) -> EpsilonCurve:
-    _check(delta)
-    steps = np.arange(1, ledger.steps + 1) if steps is None else np.asarray(steps, dtype=np.int64)
+    check_delta(delta)
+    steps = ledger.queried_steps(steps)
     counts = ledger.counts_at(steps).astype(np.float64)
     occurrences = np.maximum(counts.sum(axis=1), 1.0)
     best = np.full(len(steps), np.inf)

@@ -26,8 +26,3 @@ class EpsilonCurve:
     def order_at_edge(self) -> bool:
         """True when the final best RDP order is the smallest or largest searched: widen the orders."""
         return self.order_edges is not None and self.final_order in self.order_edges
-
-    def at(self, step: int) -> float:
-        """ε after `step` steps: the value at the first queried step count ≥ `step` (ε never decreases)."""
-        index = int(np.searchsorted(self.steps, step))
-        return float(self.epsilons[min(index, len(self.epsilons) - 1)])

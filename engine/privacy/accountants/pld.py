@@ -9,7 +9,7 @@ from dp_accounting.pld import common, pld_privacy_accountant
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from engine.privacy.accountants.curve import EpsilonCurve
-from engine.privacy.errors import NotApplicableError, PrivacyError
+from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.events import PureDpEvent
 from engine.privacy.ledger import PrivacyLedger
 
@@ -37,14 +37,9 @@ class PldAccountant(pld_privacy_accountant.PLDAccountant):
         return self._pld
 
 
-def accountant_for(ledger: PrivacyLedger, discretization: float) -> PldAccountant:
-    return PldAccountant(neighboring_relation=ledger.neighboring, value_discretization_interval=discretization)
-
-
 def epsilon_of(ledger: PrivacyLedger, *, delta: float, discretization: float = GRID_DISCRETIZATION) -> float:
-    if not 0.0 < delta < 1.0:
-        raise PrivacyError(f"delta must be in (0, 1), got {delta}")
-    accountant = accountant_for(ledger, discretization)
+    check_delta(delta)
+    accountant = PldAccountant(neighboring_relation=ledger.neighboring, value_discretization_interval=discretization)
     event = ledger.dp_event()
     if not accountant.supports(event):
         raise NotApplicableError("the PLD accountant does not support this mechanism under this adjacency")

@@ -13,7 +13,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
 from engine.privacy.accountants.curve import EpsilonCurve
-from engine.privacy.errors import NotApplicableError, PrivacyError
+from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.events import PureDpEvent
 from engine.privacy.ledger import PrivacyLedger
 
@@ -42,8 +42,7 @@ def release_rdp(event: dp_event.DpEvent, ledger: PrivacyLedger, orders: tuple[fl
 
 def epsilons_from_rdp(rdp: np.ndarray, orders: tuple[float, ...], delta: float) -> tuple[np.ndarray, np.ndarray]:
     """Vectorized `rdp_privacy_accountant.compute_epsilon` over the rows of `rdp` (steps × orders)."""
-    if not 0.0 < delta < 1.0:
-        raise PrivacyError(f"delta must be in (0, 1), got {delta}")
+    check_delta(delta)
     a = np.asarray(orders, dtype=np.float64)[None, :]
     rdp = np.atleast_2d(rdp)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -65,7 +64,7 @@ def curve(
     orders: tuple[float, ...] = DEFAULT_ORDERS,
 ) -> EpsilonCurve:
     """ε after each of `steps` (default: every step 1..T). 10,000 steps cost about 0.1 s."""
-    steps = np.arange(1, ledger.steps + 1) if steps is None else np.asarray(steps, dtype=np.int64)
+    steps = ledger.queried_steps(steps)
     per_release = np.stack([release_rdp(r.event, ledger, orders) for r in ledger.releases]) if ledger.releases else None
     if per_release is None or len(steps) == 0:
         zeros = np.zeros(len(steps))

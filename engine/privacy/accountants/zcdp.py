@@ -10,7 +10,7 @@ import numpy as np
 from dp_accounting import dp_event
 
 from engine.privacy.accountants.curve import EpsilonCurve
-from engine.privacy.errors import NotApplicableError, PrivacyError
+from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.events import PureDpEvent
 from engine.privacy.ledger import PrivacyLedger
 
@@ -38,13 +38,12 @@ def release_rho(event: dp_event.DpEvent) -> float:
 
 
 def epsilon_from_rho(rho: np.ndarray, delta: float) -> np.ndarray:
-    if not 0.0 < delta < 1.0:
-        raise PrivacyError(f"delta must be in (0, 1), got {delta}")
+    check_delta(delta)
     return rho + 2.0 * np.sqrt(rho * np.log(1.0 / delta))
 
 
 def curve(ledger: PrivacyLedger, *, delta: float, steps: np.ndarray | None = None) -> EpsilonCurve:
-    steps = np.arange(1, ledger.steps + 1) if steps is None else np.asarray(steps, dtype=np.int64)
+    steps = ledger.queried_steps(steps)
     rhos = np.array([release_rho(r.event) for r in ledger.releases], dtype=np.float64)
     with np.errstate(invalid="ignore"):
         rho = np.nan_to_num(ledger.counts_at(steps) * rhos, nan=0.0).sum(axis=1) if len(rhos) else np.zeros(len(steps))
