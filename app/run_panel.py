@@ -56,10 +56,7 @@ def _run_body(run: RunRecord) -> None:
     icon, label = STATUS_BADGE[run.status]
     spec = run.spec
     st.subheader(f"{icon} Run `{run.id}` · {label}")
-    st.caption(
-        f"{spec['dataset']} · {spec['model']} · DP-SGD · C={spec['clip_norm']:g} · lot {spec['lot_size']} · "
-        f"{spec['epochs']:g} epochs · lr {spec['lr']:g} · seed {spec['seed']}"
-    )
+    st.caption(spec_caption(spec))
     if run.error:
         st.error(f"Error: {run.error}")
     total = run.total_steps or 0
@@ -73,6 +70,18 @@ def _run_body(run: RunRecord) -> None:
     right.plotly_chart(charts.epsilon_figure(frame, total_steps=total, target_epsilon=target), key=f"eps-{run.id}")
     st.caption(PRIVATE_NOTE)
     _privacy_details(run)
+
+
+ALGORITHM_TITLES = {"dpsgd": "DP-SGD", "noisy_gd": "noisy GD", "nonprivate": "non-private"}
+
+
+def spec_caption(spec: dict) -> str:
+    parts = [spec["dataset"].split("/")[-1], spec["model"], ALGORITHM_TITLES.get(spec["algorithm"], spec["algorithm"])]
+    if "clip_norm" in spec:
+        parts.append(f"C={spec['clip_norm']:g}")
+    parts.append(f"lot {spec['lot_size']}" if "lot_size" in spec else "full batch")
+    parts += [f"{spec['epochs']:g} epochs", f"lr {spec['lr']:g}", f"seed {spec['seed']}"]
+    return " · ".join(parts)
 
 
 def _progress(run: RunRecord, frame, total: int) -> None:
@@ -138,7 +147,12 @@ def _headline(run: RunRecord, frame) -> None:
     result, plan = run.result or {}, run.plan or {}
     accuracy = result.get("test_accuracy", last_value(frame, "test_accuracy"))
     epsilon = result.get("epsilon", last_value(frame, "epsilon"))
-    source = ACCOUNTANTS[result["accountant"]].short if "accountant" in result else "RDP, live"
+    if not run.spec.get("delta"):  # a non-private baseline
+        cols = st.columns(4)
+        cols[0].metric("Test accuracy", f"{accuracy:.3f}" if accuracy is not None else "–")
+        cols[1].metric("ε spent", "∞", help="A non-private baseline: no clipping, no noise, no privacy guarantee.")
+        return
+    source = ACCOUNTANTS[result["accountant"]].short if result.get("accountant") else "RDP, live"
     cols = st.columns(4)
     cols[0].metric("Test accuracy", f"{accuracy:.3f}" if accuracy is not None else "–")
     cols[1].metric(
@@ -147,9 +161,10 @@ def _headline(run: RunRecord, frame) -> None:
         help=f"ε at δ={run.spec['delta']:g} for the steps taken so far: while training, by the RDP accountant "
         "(every step); when done, the tightest valid bound of all accountants. Every value shown is an upper bound.",
     )
-    cols[2].metric("Noise multiplier σ", f"{plan['noise_multiplier']:.3f}" if plan else "–")
+    cols[2].metric("Noise multiplier σ", f"{plan['noise_multiplier']:.3f}" if plan.get("noise_multiplier") else "–")
     cols[3].metric(
         "Sampling rate q",
-        f"{plan['sampling_rate']:.4f}" if plan else "–",
-        help="Each example joins each lot independently with probability q = L/N (Poisson sampling).",
+        f"{plan['sampling_rate']:.4f}" if plan.get("sampling_rate") else "–",
+        help="Each example joins each lot independently with probability q = L/N (Poisson sampling; 1 for "
+        "full-batch noisy gradient descent).",
     )

@@ -12,7 +12,7 @@ import streamlit as st
 from cache import RunRecord, RunStatus, Store, StoreError, store_path
 from engine.jobs import Submission, submit
 from engine.privacy import PrivacyError, rdp_curve
-from engine.training import DatasetError, SpecError, dataset_info, parse_spec, plan_dpsgd
+from engine.training import DatasetError, SpecError, parse_spec, plan_spec
 
 
 def get_store() -> Store:
@@ -35,13 +35,16 @@ class PlanPreview:
     epsilon: float = 0.0
     best_order: float = 0.0
     n_train: int = 0
+    private: bool = True
 
 
 @st.cache_data(show_spinner="Calibrating σ…", max_entries=512)
 def preview_plan(spec_json: str) -> PlanPreview:
     try:
         spec = parse_spec(json.loads(spec_json))
-        plan = plan_dpsgd(spec, n_train=dataset_info(spec.dataset).n_train)
+        plan = plan_spec(spec)
+        if not plan.private:
+            return PlanPreview(steps=plan.steps, sampling_rate=plan.sampling_rate, n_train=plan.n_train, private=False)
         rdp = rdp_curve(plan.ledger(), delta=plan.delta, steps=[plan.steps])
         eps, order = rdp.final_epsilon, rdp.final_order
     except (SpecError, DatasetError, PrivacyError) as exc:

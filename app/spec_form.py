@@ -130,7 +130,7 @@ def spec_form() -> dict[str, Any]:
     else:
         raw["noise_multiplier"] = state["noise_multiplier"]
     if state["model"] == "mlp":
-        raw["hidden_sizes"] = [int(state["hidden"])]
+        raw["hidden"] = [int(state["hidden"])]
     return raw
 
 

@@ -36,9 +36,11 @@ from engine.training.models import build_model
 
 N_FEATURES = 784
 N_CLASSES = 10
-MODELS: list[tuple[str, str, tuple[int, ...]]] = [
-    ("logreg", "logreg", ()),  # (label, build_model name, hidden sizes)
-    ("mlp1000", "mlp", (1000,)),
+IMAGE_SHAPE = (1, 28, 28)  # MNIST-sized images for the CNN: C·H·W = N_FEATURES
+MODELS: list[tuple[str, str, dict[str, object]]] = [
+    ("logreg", "logreg", {}),  # (label, build_model name, build_model keywords)
+    ("mlp1000", "mlp", {"hidden": (1000,)}),
+    ("cnn", "cnn", {"image_shape": IMAGE_SHAPE}),  # Tramèr & Boneh 2021's tanh CNN, 26k parameters
 ]
 MODES = ("nonprivate", "bookkeeping", "materialized")
 RATIOS = [("bookkeeping", "nonprivate"), ("materialized", "nonprivate"), ("bookkeeping", "materialized")]
@@ -155,10 +157,10 @@ def run(quick: bool = False) -> list[dict]:
     settings = QUICK if quick else FULL
     device = pick_device()
     records: list[dict] = []
-    for label, model_name, hidden in MODELS:
+    for label, model_name, options in MODELS:
         for batch in settings.batch_sizes:
             torch.manual_seed(SEED)
-            base = build_model(model_name, n_features=N_FEATURES, n_classes=N_CLASSES, hidden_sizes=hidden).to(device)
+            base = build_model(model_name, n_features=N_FEATURES, n_classes=N_CLASSES, **options).to(device)
             x = torch.randn(batch, N_FEATURES, device=device, dtype=torch.float32)
             y = torch.randint(0, N_CLASSES, (batch,), device=device)
             steps = {

@@ -1,4 +1,5 @@
-"""`python -m engine`: train, submit, worker, runs, show, cancel, epsilon, calibrate.
+"""`python -m engine`: train, submit, worker, runs, show, cancel, epsilon, calibrate, algorithms, datasets,
+baseline.
 
 The composition root of the engine: the only module that wires training, jobs and the store
 together for a terminal user. Errors print one line naming the problem and exit with status 2.
@@ -16,7 +17,7 @@ from typing import Any
 from cache import RunStatus, Store, StoreError, store_path
 from engine import ENGINE_VERSION
 from engine.jobs import Worker, default_data_dirs, submit
-from engine.jobs.worker import MetricStream, plan_summary, record_final_epsilons
+from engine.jobs.worker import MetricStream, record_final_epsilons
 from engine.privacy import (
     ACCOUNTANTS,
     NotApplicableError,
@@ -26,7 +27,9 @@ from engine.privacy import (
     panel,
     single_phase,
 )
-from engine.training import DatasetError, SpecError, dataset_info, parse_spec, plan_dpsgd, train
+from engine.training import DatasetError, SpecError, describe_algorithms, load_dataset, parse_spec, plan_spec, train
+from engine.training.baselines import sklearn_logistic_regression
+from engine.training.datasets import describe_datasets
 
 TIGHT_ACCOUNTANTS = ("rdp", "pld")
 
@@ -57,11 +60,11 @@ def cmd_train(args: argparse.Namespace, store: Store) -> None:
         if done is not None:
             emit({**done.result, "cached": True, "run_id": done.id})
             return
-    plan = plan_dpsgd(spec, n_train=dataset_info(spec.dataset).n_train)
+    plan = plan_spec(spec)
     run_id = store.create_run(
         spec=spec.to_dict(), cache_key=key, engine_version=ENGINE_VERSION, status=RunStatus.RUNNING, worker="cli"
     )
-    store.set_plan(run_id, plan=plan_summary(plan), total_steps=plan.steps)
+    store.set_plan(run_id, plan=plan.summary(), total_steps=plan.steps)
     stream = MetricStream(store, run_id)
     last_print = [0.0]
 
@@ -69,7 +72,8 @@ def cmd_train(args: argparse.Namespace, store: Store) -> None:
         stream(record)
         if not args.quiet and (time.monotonic() - last_print[0] > 1.0 or record.step == plan.steps):
             last_print[0] = time.monotonic()
-            print(f"step {record.step}/{plan.steps}  ε={record.epsilon:.3f}", file=sys.stderr, flush=True)
+            eps = "not private" if record.epsilon is None else f"ε={record.epsilon:.3f}"
+            print(f"step {record.step}/{plan.steps}  {eps}", file=sys.stderr, flush=True)
 
     try:
         result = train(spec, plan=plan, data_dirs=default_data_dirs(), on_step=on_step)
@@ -103,7 +107,11 @@ def cmd_runs(args: argparse.Namespace, store: Store) -> None:
         emit([r.summary() for r in runs])
         return
     for r in runs:
-        eps = f"ε={r.result['epsilon']:.3f} acc={r.result['test_accuracy']:.3f}" if r.result else ""
+        eps = ""
+        if r.result:
+            spent = r.result.get("epsilon")
+            eps = f"ε={spent:.3f}" if spent is not None else "ε=∞"
+            eps += f" acc={r.result['test_accuracy']:.3f}"
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at))
         print(f"{r.id}  {r.status.value:9}  {created}  {r.spec['dataset']}/{r.spec['model']}  {eps}  {r.error or ''}")
 
@@ -177,6 +185,34 @@ def cmd_calibrate(args: argparse.Namespace, store: Store | None) -> None:
     emit(out)
 
 
+def cmd_algorithms(args: argparse.Namespace, store: Store | None) -> None:
+    _listing(describe_algorithms(), args.json)
+
+
+def cmd_datasets(args: argparse.Namespace, store: Store | None) -> None:
+    _listing(describe_datasets(), args.json)
+
+
+def _listing(items: list[dict], as_json: bool) -> None:
+    if as_json:
+        emit(items)
+        return
+    width = max(len(i["name"]) for i in items)
+    for item in items:
+        kind = f"[{item['kind']}] " if "kind" in item else ""
+        source = f" ({item['source']})" if item.get("source") else ""
+        print(f"{item['name']:<{width}}  {kind}{item['description']}{source}")
+
+
+def cmd_baseline(args: argparse.Namespace, store: Store | None) -> None:
+    data = load_dataset(args.dataset, default_data_dirs())
+    started = time.perf_counter()
+    result = sklearn_logistic_regression(data)
+    emit({"dataset": args.dataset, "baseline": result.name, "test_accuracy": result.test_accuracy,
+          "majority_class_accuracy": result.majority_class_accuracy, "seconds": time.perf_counter() - started,
+          "private": False})  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m engine", description="DP lab engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -229,6 +265,17 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument("--epsilon", type=float, required=True)
         p.set_defaults(func=func, needs_store=False)
+    for name, func, help_text in (
+        ("algorithms", cmd_algorithms, "the algorithms, preprocessing, models and update rules the engine has"),
+        ("datasets", cmd_datasets, "the datasets the engine can load"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=func, needs_store=False)
+
+    p = sub.add_parser("baseline", help="scikit-learn's non-private logistic regression on a dataset")
+    p.add_argument("dataset")
+    p.set_defaults(func=cmd_baseline, needs_store=False)
     return parser
 
 

@@ -112,3 +112,30 @@ def test_unreachable_calibration_is_an_error_not_garbage(home):
     proc = cli(home, "calibrate", "--epsilon", "0.01", "--delta", "1e-9", "--sampling-rate", "1", "--steps", "100000",
                check=False)  # fmt: skip
     assert proc.returncode == 2 and "unreachable" in proc.stderr
+
+
+def test_algorithms_and_datasets_are_listed_with_description_and_source(home):
+    algorithms = last_json(cli(home, "algorithms", "--json"))
+    by_name = {a["name"]: a for a in algorithms}
+    for name in ("dpsgd", "noisy_gd", "nonprivate", "dp_pca", "logreg", "mlp", "cnn", "adam"):
+        assert name in by_name and by_name[name]["description"], name
+    assert by_name["noisy_gd"]["clipping"] == ["gradient", "input"] and "seed 000" in by_name["noisy_gd"]["source"]
+    datasets = {d["name"]: d for d in last_json(cli(home, "datasets", "--json"))}
+    for name in ("digits", "mnist", "fashion-mnist", "adult", "cifar10", "csv:PATH"):
+        assert datasets[name]["description"] and datasets[name]["source"], name
+    assert "noisy_gd" in cli(home, "algorithms").stdout
+
+
+def test_nonprivate_run_from_the_cli_reports_no_epsilon(home, tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"dataset": "digits", "model": "logreg", "algorithm": "nonprivate", "lot_size": 64,
+                                "epochs": 3, "lr": 0.5, "seed": 0}))  # fmt: skip
+    result = last_json(cli(home, "train", str(spec), "--quiet"))
+    assert result["epsilon"] is None and result["private"] is False and result["test_accuracy"] > 0.9
+    assert "ε=∞" in cli(home, "runs").stdout
+
+
+def test_sklearn_baseline(home):
+    result = last_json(cli(home, "baseline", "digits"))
+    assert result["test_accuracy"] > 0.9 and result["private"] is False
+    assert cli(home, "baseline", "nope", check=False).returncode == 2

@@ -2,6 +2,7 @@
 
 import gzip
 import hashlib
+import json
 import struct
 from pathlib import Path
 
@@ -12,9 +13,12 @@ from engine.training.datasets import (
     ADULT_CATEGORIES,
     ADULT_FILES,
     ADULT_NUMERIC_BOUNDS,
+    DATASETS,
     IDX_MAGIC,
     DatasetError,
     RemoteFile,
+    dataset_info,
+    describe_datasets,
     find_file,
     load_dataset,
     parse_adult,
@@ -131,6 +135,7 @@ def test_download_falls_back_to_a_mirror(tmp_path):
 def test_mnist_and_fashion_mnist_from_the_shared_copy(shared_datasets, name, train_counts):
     data = load_dataset(name, [shared_datasets])
     assert data.x_train.shape == (60_000, 784) and data.x_test.shape == (10_000, 784)
+    assert data.image_shape == (1, 28, 28)
     assert np.bincount(data.y_train).tolist() == train_counts
     assert data.x_train.dtype == np.float32 and data.x_train.min() >= 0.0 and data.x_train.max() == 1.0
 
@@ -151,3 +156,42 @@ def test_idx_files_are_parsed_and_malformed_ones_named(tmp_path):
     (tmp_path / "plain.gz").write_bytes(b"not gzip")
     with pytest.raises(DatasetError, match=r"plain\.gz: not a readable gzip file"):
         parse_idx(tmp_path / "plain.gz", ndim=1)
+
+
+# ---------------------------------------------------------------- registry, image shapes, descriptions
+
+
+def test_image_datasets_declare_their_chw_shape():
+    assert dataset_info("digits").image_shape == (1, 8, 8)
+    assert dataset_info("mnist").image_shape == dataset_info("fashion-mnist").image_shape == (1, 28, 28)
+    assert dataset_info("cifar10").image_shape == (3, 32, 32)
+    assert dataset_info("adult").image_shape is None
+    for info in DATASETS.values():
+        if info.image_shape is not None:
+            assert info.n_features == int(np.prod(info.image_shape))
+    data = load_dataset("digits")
+    assert data.image_shape == (1, 8, 8) and data.n_features == dataset_info("digits").n_features == 64
+
+
+def test_describe_datasets_is_json_and_covers_the_registry_and_csv_uploads():
+    entries = describe_datasets()
+    assert json.loads(json.dumps(entries)) == entries
+    assert [e["name"] for e in entries] == [*DATASETS, "csv:PATH"]
+    keys = {"name", "title", "description", "source", "n_train", "n_test", "n_classes", "n_features", "image_shape"}
+    for entry in entries:
+        assert set(entry) == keys
+        assert entry["source"] and entry["description"] and "\n" not in entry["description"]
+    by_name = {e["name"]: e for e in entries}
+    counts = ("n_train", "n_test", "n_classes", "n_features", "image_shape")
+    assert [by_name["cifar10"][k] for k in counts] == [50_000, 10_000, 10, 3072, [3, 32, 32]]
+    assert by_name["adult"]["n_features"] == ADULT_WIDTH and by_name["adult"]["image_shape"] is None
+    assert by_name["csv:PATH"]["source"] == "your upload"
+
+
+def test_registered_names_take_no_schema_and_unknown_names_are_refused():
+    with pytest.raises(DatasetError, match="schema applies only to csv:PATH"):
+        dataset_info("digits", schema={"target": "y"})
+    with pytest.raises(DatasetError, match="unknown dataset 'nope'; available: digits, adult"):
+        load_dataset("nope")
+    with pytest.raises(DatasetError, match="needs a schema"):
+        dataset_info("csv:/tmp/upload.csv")

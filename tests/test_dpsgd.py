@@ -10,8 +10,10 @@ import torch
 from scipy import stats
 
 from engine.training.clipping import BookKeepingClipper
-from engine.training.dpsgd import DpSgdPlan, add_gaussian_noise, dpsgd_step, sample_poisson_lot, steps_for
+from engine.training.dpsgd import add_gaussian_noise, dpsgd_step, sample_poisson_lot
 from engine.training.models import build_model
+from engine.training.plan import TrainingPlan, steps_for
+from engine.training.spec import Algorithm
 
 ALPHA = 1e-6  # false-failure rate of each statistical test below
 
@@ -59,15 +61,16 @@ def assert_normal_with_std(sample: np.ndarray, std: float) -> None:
     assert abs(sample.mean()) < stats.norm.isf(ALPHA / 2) * std / np.sqrt(n)
 
 
-def make_plan(**overrides) -> DpSgdPlan:
-    values = dict(n_train=40, expected_lot_size=40, noise_multiplier=1.3, clip_norm=0.7, steps=10, delta=1e-5)
+def make_plan(**overrides) -> TrainingPlan:
+    values = dict(algorithm=Algorithm.DPSGD, n_train=40, lot_size=40, noise_multiplier=1.3, clip_norm=0.7, steps=10,
+                  delta=1e-5, noise_phases=((1.0, 10),), clipping="flat")  # fmt: skip
     values.update(overrides)
-    return DpSgdPlan(**values)
+    return TrainingPlan(**values)
 
 
 def test_step_is_clipped_sum_plus_noise_over_expected_lot_size():
     torch.manual_seed(0)
-    model = build_model("mlp", n_features=6, n_classes=3, hidden_sizes=(5,)).double()
+    model = build_model("mlp", n_features=6, n_classes=3, hidden=(5,)).double()
     x, y = torch.randn(40, 6, dtype=torch.float64), torch.randint(0, 3, (40,))
     plan = make_plan()  # q = 1: every example is in the lot
     clipper = BookKeepingClipper(model)
@@ -78,12 +81,12 @@ def test_step_is_clipped_sum_plus_noise_over_expected_lot_size():
     noise = add_gaussian_noise([torch.zeros_like(g) for g in expected_sum], plan.noise_std, replay)
     lr = 0.3
     stats_ = dpsgd_step(
-        clipper=clipper, optimizer=torch.optim.SGD(clipper.params, lr=lr), x=x, y=y, plan=plan,
-        sampling_generator=torch.Generator().manual_seed(1), noise_generator=noise_generator,
+        step=1, clipper=clipper, optimizer=torch.optim.SGD(clipper.params, lr=lr), x=x, y=y, plan=plan,
+        physical_batch_size=None, sampling_generator=torch.Generator().manual_seed(1), noise_generator=noise_generator,
     )  # fmt: skip
     assert stats_.lot_size == 40
     for p, p0, g, z in zip(clipper.params, before, expected_sum, noise, strict=True):
-        torch.testing.assert_close(p.detach(), p0 - lr * (g + z) / plan.expected_lot_size, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(p.detach(), p0 - lr * (g + z) / plan.lot_size, rtol=1e-12, atol=1e-12)
 
 
 def test_update_of_an_empty_lot_is_pure_noise_with_std_sigma_c_over_l():
@@ -93,15 +96,15 @@ def test_update_of_an_empty_lot_is_pure_noise_with_std_sigma_c_over_l():
     for p in clipper.params:
         torch.nn.init.zeros_(p)
     # q = 1e-9 over 3 rows: the lot is empty except with probability 3e-9.
-    plan = make_plan(n_train=10**9, expected_lot_size=1, noise_multiplier=2.0, clip_norm=3.0)
+    plan = make_plan(n_train=10**9, lot_size=1, noise_multiplier=2.0, clip_norm=3.0)
     stats_ = dpsgd_step(
-        clipper=clipper, optimizer=torch.optim.SGD(clipper.params, lr=1.0),
+        step=1, clipper=clipper, optimizer=torch.optim.SGD(clipper.params, lr=1.0), physical_batch_size=None,
         x=torch.randn(3, 400, dtype=torch.float64), y=torch.zeros(3, dtype=torch.long), plan=plan,
         sampling_generator=torch.Generator().manual_seed(2), noise_generator=torch.Generator().manual_seed(3),
     )  # fmt: skip
     assert stats_.lot_size == 0
     update = torch.cat([p.detach().flatten() for p in clipper.params]).numpy()
-    assert_normal_with_std(-update, plan.noise_std / plan.expected_lot_size)
+    assert_normal_with_std(-update, plan.noise_std / plan.lot_size)
 
 
 @pytest.mark.parametrize(("epochs", "n", "lot", "steps"), [(20, 1438, 64, 450), (1, 100, 10, 10), (0.5, 100, 30, 2)])

@@ -9,7 +9,7 @@ from tests.conftest import fast_spec
 
 def test_the_acceptance_spec_is_valid():
     spec = parse_spec(fast_spec())
-    assert spec.target_epsilon == 3.0 and spec.noise_multiplier is None and spec.hidden_sizes == ()
+    assert spec.target_epsilon == 3.0 and spec.noise_multiplier is None and spec.hidden == ()
     assert parse_spec(spec.to_dict()) == spec
 
 
@@ -29,9 +29,9 @@ def test_the_acceptance_spec_is_valid():
         ({"target_epsilon": 500}, "target_epsilon", "[0.01, 100]"),
         ({"noise_multiplier": 1.0}, "target_epsilon", "exactly one"),
         ({"dataset": "cifar100"}, "dataset", "digits, adult"),
-        ({"model": "resnet"}, "model", "logreg, mlp"),
-        ({"algorithm": "sgd"}, "algorithm", "dpsgd"),
-        ({"hidden_sizes": [64]}, "hidden_sizes", "only applies"),
+        ({"model": "resnet"}, "model", "logreg, mlp, cnn"),
+        ({"algorithm": "sgd"}, "algorithm", "dpsgd, noisy_gd, nonprivate"),
+        ({"hidden": [64]}, "hidden", "only applies"),
     ],
 )
 def test_bad_values_name_the_field_and_range(change, field, fragment):
@@ -54,12 +54,12 @@ def test_missing_keys_are_named():
 
 
 def test_mlp_widths_are_validated():
-    assert parse_spec(fast_spec(model="mlp")).hidden_sizes == (128,)
-    assert parse_spec(fast_spec(model="mlp", hidden_sizes=[64, 32])).hidden_sizes == (64, 32)
-    with pytest.raises(SpecError, match="hidden_sizes"):
-        parse_spec(fast_spec(model="mlp", hidden_sizes=[0]))
-    with pytest.raises(SpecError, match="hidden_sizes"):
-        parse_spec(fast_spec(model="mlp", hidden_sizes=[8] * 9))
+    assert parse_spec(fast_spec(model="mlp")).hidden == (128,)
+    assert parse_spec(fast_spec(model="mlp", hidden=[64, 32])).hidden == (64, 32)
+    with pytest.raises(SpecError, match="hidden"):
+        parse_spec(fast_spec(model="mlp", hidden=[0]))
+    with pytest.raises(SpecError, match="hidden"):
+        parse_spec(fast_spec(model="mlp", hidden=[8] * 9))
 
 
 def test_cache_key_depends_on_spec_and_engine_version_only():

@@ -56,6 +56,6 @@ def test_stopping_early_reports_the_epsilon_actually_spent(digits):
 
 
 def test_mlp_trains_better_than_chance(digits):
-    spec = parse_spec(fast_spec(model="mlp", hidden_sizes=[32], lr=1.0, epochs=5))
+    spec = parse_spec(fast_spec(model="mlp", hidden=[32], lr=1.0, epochs=5))
     result = train(spec, dataset=digits)
     assert result.test_accuracy > 0.5  # 10 classes: chance is 0.1

@@ -10,13 +10,12 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 from cache import RunRecord, RunStatus, Store, datasets_dir
 from engine.privacy import NotApplicableError, accountant
 from engine.privacy.accountants import pld
-from engine.training import DpSgdPlan, StepRecord, dataset_info, parse_spec, plan_dpsgd, train
+from engine.training import StepRecord, TrainingPlan, parse_spec, plan_spec, train
 
 log = logging.getLogger("dplab.worker")
 FLUSH_EVERY_S = 0.3
@@ -42,7 +41,7 @@ class BackgroundAccounting:
     UI thread), writing each to the store as soon as it is ready. PLD costs ~0.1–1 s a point, so it
     goes last, one point at a time, and stops with the run."""
 
-    def __init__(self, store: Store, run_id: str, plan: DpSgdPlan):
+    def __init__(self, store: Store, run_id: str, plan: TrainingPlan):
         self.store, self.run_id, self.plan = store, run_id, plan
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name=f"accounting-{run_id}", daemon=True)
@@ -61,6 +60,8 @@ class BackgroundAccounting:
 
     def _run(self) -> None:
         ledger, delta = self.plan.ledger(), self.plan.delta
+        if ledger is None:  # not private: nothing to account
+            return
         steps = pld.grid(ledger.steps, ACCOUNTANT_GRID_POINTS)
         try:
             for name in CHEAP_ACCOUNTANTS:
@@ -82,11 +83,6 @@ def record_final_epsilons(store: Store, run_id: str, steps: int, epsilons: dict[
     others = {metric_name(n): e for n, e in epsilons.items() if n != "rdp"}
     store.trim_metrics(run_id, names=list(others), after_step=steps)
     store.append_metrics(run_id, [(steps, others)], advance=False)
-
-
-def plan_summary(plan: DpSgdPlan) -> dict[str, float]:
-    """The public numbers of a plan, as stored beside the run."""
-    return {**asdict(plan), "sampling_rate": plan.sampling_rate, "noise_std": plan.noise_std}
 
 
 class Shutdown(Exception):
@@ -163,8 +159,8 @@ class Worker:
         stream = MetricStream(self.store, run.id)
         try:
             spec = parse_spec(run.spec)
-            plan = plan_dpsgd(spec, n_train=dataset_info(spec.dataset).n_train)
-            self.store.set_plan(run.id, plan=plan_summary(plan), total_steps=plan.steps)
+            plan = plan_spec(spec)
+            self.store.set_plan(run.id, plan=plan.summary(), total_steps=plan.steps)
             with BackgroundAccounting(self.store, run.id, plan):
                 result = train(
                     spec,

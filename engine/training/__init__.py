@@ -1,24 +1,29 @@
-"""DP training: datasets, models, per-example clipping, the DP-SGD step chain and the trainer."""
+"""DP training: datasets, models, per-example clipping, the algorithms' step chains and the trainer."""
 
+from engine.training.algorithms import describe_algorithms
 from engine.training.datasets import DATASETS, Dataset, DatasetError, dataset_info, load_dataset
-from engine.training.dpsgd import DpSgdPlan, plan_dpsgd, steps_for
-from engine.training.spec import RunSpec, SpecError, parse_spec
+from engine.training.plan import TrainingPlan, plan_run, plan_spec, steps_for
+from engine.training.spec import Algorithm, RunSpec, SpecError, parse_spec, spec_dataset_info
 from engine.training.trainer import StepRecord, TrainResult, pick_device, train
 
 __all__ = [
     "DATASETS",
+    "Algorithm",
     "Dataset",
     "DatasetError",
-    "DpSgdPlan",
     "RunSpec",
     "SpecError",
     "StepRecord",
     "TrainResult",
+    "TrainingPlan",
     "dataset_info",
+    "describe_algorithms",
     "load_dataset",
     "parse_spec",
     "pick_device",
-    "plan_dpsgd",
+    "plan_run",
+    "plan_spec",
+    "spec_dataset_info",
     "steps_for",
     "train",
 ]

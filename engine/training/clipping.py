@@ -1,32 +1,72 @@
-"""Per-example gradient clipping: the clipped *sum* Σᵢ gᵢ·min(1, C/‖gᵢ‖₂) over a lot.
+"""Per-example gradient clipping: the clipped *sum* Σᵢ clip(gᵢ) over a lot.
+
+Flat clipping (one threshold C) scales each per-example gradient by cᵢ = min(1, C/‖gᵢ‖₂). Per-layer
+clipping (thresholds C₁…C_K, one per parametrized layer) scales layer k's part of gᵢ (weight and
+bias together) by min(1, C_k/‖gᵢₖ‖); a whole per-example gradient then has norm ≤ √(Σₖ C_k²), which
+is the sensitivity to calibrate the noise to (`per_layer_thresholds` splits C so that it is C).
 
 `BookKeepingClipper` (ghost norm + book-keeping; Li et al. 2022, Bu et al. 2023) never materializes
-per-example gradients. For a linear layer z = a·Wᵀ + b on a 2-D input, the per-example gradient is
-gᵢ = δᵢ aᵢᵀ with δᵢ = ∂ℓᵢ/∂zᵢ, so ‖gᵢ‖² = ‖aᵢ‖²·‖δᵢ‖² (+ ‖δᵢ‖² for the bias). One backward pass to
-the layer *outputs* yields every δ; the norms follow from the stored activations, and the clipped
-sum is one matmul per layer: Σᵢ cᵢ δᵢ aᵢᵀ = (c⊙δ)ᵀ a.
+the per-example gradients of a linear layer. One forward pass stores each layer's input a, one
+backward pass to the layer *outputs* yields every δ = ∂Σℓ/∂z (δᵢ depends on example i alone, as
+no layer mixes examples), then per layer:
 
-`MaterializedClipper` is the generic path (any model): per-example gradients from `torch.func`
-(`vmap(grad(...))`), at the cost of B copies of the gradient.
+- ``nn.Linear`` z = a·Wᵀ + b on a 2-D input: gᵢ = δᵢ aᵢᵀ, so ‖gᵢ‖² = ‖aᵢ‖²·‖δᵢ‖² (+ ‖δᵢ‖² for the
+  bias), and the clipped sum is one matmul: Σᵢ cᵢ δᵢ aᵢᵀ = (c⊙δ)ᵀ a.
+- ``nn.Conv2d`` (groups = 1, any stride, padding, dilation, padding mode): with Uᵢ = unfold(aᵢ)
+  (D × P, D = C_in·kh·kw, P output positions) and δᵢ as C_out × P, the weight gradient is
+  Gᵢ = δᵢ Uᵢᵀ (C_out × D). Its norm comes one of two ways, whichever takes fewer multiply-adds
+  per example (`conv_norm_method`):
+
+  * ghost norm, ‖Gᵢ‖²_F = Σ_{p,p'} (UᵢᵀUᵢ)_{pp'} (δᵢᵀδᵢ)_{pp'}: P²·(D + C_out), memory B·P²;
+  * materialized, Gᵢ by one batched matmul: P·D·C_out, memory B·C_out·D.
+
+  The bias gradient is Σ_p δᵢ[:, p]. The clipped weight sum is then one contraction per layer with
+  the clip factors folded in: Σᵢ cᵢ Gᵢ = c·G (a matrix-vector product) when G is materialized,
+  otherwise the convolution weight gradient of c⊙δ (one ``convolution_backward`` kernel, i.e.
+  Σ over the B·P positions of (c⊙δ) Uᵀ).
+
+Layers without parameters (activations, pooling, flatten, GroupNorm/LayerNorm without affine
+parameters) need nothing. A trainable parameter outside a supported layer raises
+`UnsupportedModelError` and `make_clipper` falls back to `MaterializedClipper`, the generic path:
+per-example gradients from `torch.func` (`vmap(grad(...))`) at the cost of B copies of the gradient.
+
+BatchNorm is refused by both (`BatchNormError`, which `make_clipper` does not fall back from): it
+normalizes each example with statistics of the whole batch, so an example's output, loss and
+gradient depend on the other examples and clipping per example no longer bounds one example's
+influence.
 """
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from numbers import Real
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call, grad_and_value, vmap
+from torch.nn.modules.batchnorm import _BatchNorm
+
+ConvNormMethod = Literal["auto", "ghost", "materialize"]
+ClipNorm = float | Sequence[float]
 
 
 class UnsupportedModelError(ValueError):
     """The model has a layer this clipper cannot compute per-example norms for."""
 
 
+class BatchNormError(UnsupportedModelError):
+    """The model has a BatchNorm layer: no clipper can bound one example's influence through it."""
+
+
 @dataclass(frozen=True)
 class ClippedSum:
     grads: list[Tensor]  # aligned with the clipper's `params`
-    norms: Tensor  # per-example gradient norms before clipping (computed on private data)
+    norms: Tensor  # (B,) total per-example gradient norms before clipping (computed on private data)
     loss_sum: Tensor  # Σᵢ ℓᵢ over the lot, detached
+    clipped: Tensor  # (B,) bool: whether clipping scaled any part of that example's gradient down
 
 
 def row_sq_norms(matrix: Tensor) -> Tensor:
@@ -34,26 +74,182 @@ def row_sq_norms(matrix: Tensor) -> Tensor:
     return torch.linalg.vector_norm(matrix, dim=1).square()
 
 
-def clip_factors(norms: Tensor, clip_norm: float) -> Tensor:
-    """cᵢ = min(1, C/‖gᵢ‖), written so that cᵢ‖gᵢ‖ ≤ C holds exactly and ‖gᵢ‖ = 0 gives 1."""
-    return clip_norm / norms.clamp(min=clip_norm)
+def clip_factors(norms: Tensor, clip_norm: float | Tensor) -> Tensor:
+    """cᵢ = min(1, C/‖gᵢ‖), so that cᵢ·‖gᵢ‖ ≤ C holds exactly in floating point, and ‖gᵢ‖ = 0 gives 1.
+
+    fl(C/n)·n rounds to just above C for about one n in eight (unless C is a power of two); those
+    factors are stepped down by one ulp, after which the product is ≤ C (the error is then O(u²)·C).
+    `clip_norm` may be a tensor that broadcasts against `norms` (per-layer thresholds)."""
+    factors = clip_norm / norms.clamp(min=clip_norm)
+    over = factors * norms > clip_norm
+    return torch.where(over, torch.nextafter(factors, torch.zeros_like(factors)), factors)
+
+
+def per_layer_thresholds(clip_norm: float, n_layers: int) -> tuple[float, ...]:
+    """Equal per-layer thresholds C/√K whose squares sum to at most C² (so a clipped per-example
+    gradient still has total norm ≤ C and the accounting is that of flat clipping at C)."""
+    if n_layers < 1:
+        raise ValueError(f"per-layer clipping needs at least one layer, got {n_layers}")
+    each = clip_norm / math.sqrt(n_layers)
+    while each > 0 and Fraction(each) ** 2 * n_layers > Fraction(clip_norm) ** 2:  # exact: never round C up
+        each = math.nextafter(each, 0.0)
+    return (each,) * n_layers
+
+
+def _check_clip_norm(clip_norm: ClipNorm, layer_names: list[str]) -> float | tuple[float, ...]:
+    """A positive float (flat clipping) or one positive float per layer (per-layer clipping)."""
+    if isinstance(clip_norm, Real) and not isinstance(clip_norm, bool):
+        values: tuple[float, ...] = (float(clip_norm),)
+    else:
+        values = tuple(float(c) for c in clip_norm)
+        if len(values) != len(layer_names):
+            raise ValueError(
+                f"per-layer clipping needs {len(layer_names)} thresholds, one per layer "
+                f"({', '.join(layer_names)}); got {len(values)}"
+            )
+    if not all(c > 0 and math.isfinite(c) for c in values):
+        raise ValueError(f"clipping thresholds must be positive and finite, got {clip_norm!r}")
+    return values[0] if isinstance(clip_norm, Real) else values
+
+
+def reject_batchnorm(model: nn.Module) -> None:
+    for name, module in model.named_modules():
+        if isinstance(module, _BatchNorm) or "BatchNorm" in type(module).__name__:
+            where = f"layer {name!r}" if name else "the model"
+            raise BatchNormError(
+                f"{where} is a {type(module).__name__}: BatchNorm mixes examples (it normalizes each one with "
+                "statistics of the whole batch), which breaks per-example clipping and so the privacy guarantee; "
+                "use GroupNorm or LayerNorm, or no normalization"
+            )
+
+
+def _combine(layer_sq_norms: list[Tensor], clip_norm: float | tuple[float, ...]) -> tuple[Tensor, list[Tensor], Tensor]:
+    """(total norms, clip factors per layer, clipped flags) from per-layer squared norms, each (B,)."""
+    if not layer_sq_norms:  # nothing trainable
+        return torch.zeros(0), [], torch.zeros(0, dtype=torch.bool)
+    if isinstance(clip_norm, float):
+        norms = torch.stack(layer_sq_norms).sum(dim=0).sqrt() if len(layer_sq_norms) > 1 else layer_sq_norms[0].sqrt()
+        factors = clip_factors(norms, clip_norm)
+        return norms, [factors] * len(layer_sq_norms), norms > clip_norm
+    sq = torch.stack(layer_sq_norms, dim=1)  # (B, K)
+    layer_norms = sq.sqrt()
+    thresholds = torch.tensor(clip_norm, dtype=sq.dtype, device=sq.device)
+    factors = clip_factors(layer_norms, thresholds)
+    clipped = (layer_norms > thresholds).any(dim=1)
+    return sq.sum(dim=1).sqrt(), list(factors.T), clipped
+
+
+def _empty_sum(params: list[Tensor], device: torch.device, dtype: torch.dtype) -> ClippedSum:
+    return ClippedSum(
+        grads=[torch.zeros_like(p) for p in params],
+        norms=torch.zeros(0, device=device, dtype=dtype),
+        loss_sum=torch.zeros((), device=device, dtype=dtype),
+        clipped=torch.zeros(0, device=device, dtype=torch.bool),
+    )
+
+
+# ------------------------------------------------------------------------------ book-keeping
+
+
+def _supported(module: nn.Module) -> bool:
+    """nn.Linear or groups-1 nn.Conv2d whose forward is the stock one (a subclass may compute something else)."""
+    if isinstance(module, nn.Linear):
+        return type(module).forward is nn.Linear.forward
+    if isinstance(module, nn.Conv2d):
+        return type(module).forward is nn.Conv2d.forward and module.groups == 1
+    return False
+
+
+def _padded(module: nn.Conv2d, a: Tensor) -> Tensor:
+    """The input with the layer's padding applied explicitly (any padding mode, 'same' and 'valid' too)."""
+    if module.padding == "valid":
+        return a
+    if isinstance(module.padding, str):  # 'same': total d·(k−1) per dimension, the odd one on the right/bottom
+        pads = []
+        for d, k in zip(reversed(module.dilation), reversed(module.kernel_size), strict=True):
+            total = d * (k - 1)
+            pads += [total // 2, total - total // 2]
+    else:
+        pads = [p for p in reversed(module.padding) for _ in range(2)]
+    if not any(pads):
+        return a
+    return F.pad(a, pads, mode="constant" if module.padding_mode == "zeros" else module.padding_mode)
+
+
+def conv_patches(module: nn.Conv2d, a: Tensor) -> Tensor:
+    """Uᵢᵀ of every example, (B, P, D): row p holds the receptive field of output position p.
+
+    D is ordered (kh, kw, C_in), channels last, unlike `F.unfold`'s (C_in, kh, kw): on a channels-last
+    copy of the input every kernel row is then one contiguous run of kw·C_in values, which makes this
+    gather several times faster than `F.unfold` for multi-channel inputs, and (B, P, D) lets the
+    clipped sum contract over B·P without another copy. Weight gradients in this order go back to
+    (C_out, C_in, kh, kw) with `_to_weight_layout`."""
+    x = _padded(module, a).permute(0, 2, 3, 1)  # (B, H, W, C) view
+    if not x.is_contiguous():
+        x = x.contiguous()
+    batch, height, width, channels = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = module.kernel_size, module.stride, module.dilation
+    out_h, out_w = (height - dh * (kh - 1) - 1) // sh + 1, (width - dw * (kw - 1) - 1) // sw + 1
+    s_b, s_h, s_w, s_c = x.stride()
+    windows = x.as_strided((batch, out_h, out_w, kh, kw, channels), (s_b, sh * s_h, sw * s_w, dh * s_h, dw * s_w, s_c))
+    return windows.reshape(batch, out_h * out_w, kh * kw * channels)
+
+
+def _to_weight_layout(module: nn.Conv2d, grad: Tensor) -> Tensor:
+    """A weight gradient with columns in `conv_patches` order (C_out, kh·kw·C_in) → (C_out, C_in, kh, kw)."""
+    c_out, c_in, kh, kw = module.weight.shape
+    return grad.view(c_out, kh, kw, c_in).permute(0, 3, 1, 2).contiguous()
+
+
+def conv_norm_method(module: nn.Conv2d, output_positions: int) -> Literal["ghost", "materialize"]:
+    """The cheaper way to the per-example weight-gradient norms of a conv layer, by multiply-adds per
+    example: ghost norm P²·(D + C_out) against materializing Gᵢ = δᵢUᵢᵀ, P·D·C_out."""
+    p = output_positions
+    d = module.in_channels * module.kernel_size[0] * module.kernel_size[1]
+    return "ghost" if p * p * (d + module.out_channels) < p * d * module.out_channels else "materialize"
 
 
 class BookKeepingClipper:
-    def __init__(self, model: nn.Module):
-        self.model = model
-        self.layers = [m for m in model.modules() if isinstance(m, nn.Linear)]
-        covered = {id(p) for layer in self.layers for p in layer.parameters()}
-        for name, p in model.named_parameters():
-            if p.requires_grad and id(p) not in covered:
-                raise UnsupportedModelError(f"parameter {name} is not in an nn.Linear layer")
-        self.params = [p for p in model.parameters() if p.requires_grad]
+    """Clipped sums for models whose trainable parameters all sit in nn.Linear / nn.Conv2d layers.
 
-    def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: float) -> ClippedSum:
-        captured: list[tuple[nn.Linear, Tensor, Tensor]] = []
+    `conv_norms` chooses how conv layers get their per-example norms: "auto" (the cheaper, see
+    `conv_norm_method`), or "ghost" / "materialize" to force one (tests, benchmarks)."""
+
+    def __init__(self, model: nn.Module, *, conv_norms: ConvNormMethod = "auto"):
+        reject_batchnorm(model)
+        if conv_norms not in ("auto", "ghost", "materialize"):
+            raise ValueError(f"conv_norms must be 'auto', 'ghost' or 'materialize', got {conv_norms!r}")
+        self.model = model
+        self.conv_norms = conv_norms
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.layers: list[nn.Module] = []
+        self.layer_names: list[str] = []
+        owner: dict[int, str] = {}
+        for name, module in model.named_modules():
+            trainable = [p for p in module.parameters(recurse=False) if p.requires_grad]
+            if not trainable or not _supported(module):
+                continue
+            for p in trainable:
+                if id(p) in owner:
+                    raise UnsupportedModelError(f"a parameter is shared by layers {owner[id(p)]!r} and {name!r}")
+                owner[id(p)] = name
+            self.layers.append(module)
+            self.layer_names.append(name)
+        for name, p in model.named_parameters():
+            if p.requires_grad and id(p) not in owner:
+                raise UnsupportedModelError(f"parameter {name} is not in an nn.Linear or nn.Conv2d (groups=1) layer")
+        self._index = {id(m): k for k, m in enumerate(self.layers)}
+        self._slots = [p for m in self.layers for p in (m.weight, m.bias) if p is not None and p.requires_grad]
+        # grads come out in layer order; `params` is in model order: the permutation between them
+        position = {id(p): i for i, p in enumerate(self._slots)}
+        self._order = [position[id(p)] for p in self.params]
+
+    def _forward(self, x: Tensor, y: Tensor) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
+        """Per-example losses, and (input, output) of each layer in `self.layers` order."""
+        captured: list[tuple[nn.Module, Tensor, Tensor]] = []
 
         def keep(module: nn.Module, inputs: tuple[Tensor, ...], output: Tensor) -> None:
-            captured.append((module, inputs[0].detach(), output))
+            captured.append((module, inputs[0], output))
 
         handles = [layer.register_forward_hook(keep) for layer in self.layers]
         try:
@@ -61,40 +257,123 @@ class BookKeepingClipper:
         finally:
             for handle in handles:
                 handle.remove()
-        if len({id(m) for m, _, _ in captured}) != len(captured):
-            raise UnsupportedModelError("a linear layer is applied more than once per forward pass")
-        for module, a, _ in captured:
-            if a.dim() != 2:
-                raise UnsupportedModelError(f"{module} got a {a.dim()}-D input; only 2-D inputs are supported")
+        if len(captured) != len(self.layers):
+            raise UnsupportedModelError(
+                "every parametrized layer must run exactly once per forward pass; "
+                f"{len(captured)} calls for {len(self.layers)} layers"
+            )
+        slots: list[tuple[Tensor, Tensor] | None] = [None] * len(self.layers)
+        for module, a, z in captured:
+            k = self._index[id(module)]
+            if slots[k] is not None:
+                raise UnsupportedModelError(f"layer {self.layer_names[k]!r} runs more than once per forward pass")
+            expected = 2 if isinstance(module, nn.Linear) else 4
+            if a.dim() != expected:
+                raise UnsupportedModelError(
+                    f"layer {self.layer_names[k]!r} got a {a.dim()}-D input; only {expected}-D (batched) is supported"
+                )
+            slots[k] = (a.detach(), z)
+        return losses, slots  # type: ignore[return-value]
 
-        deltas = torch.autograd.grad(losses.sum(), [out for _, _, out in captured])
-        sq_norms = torch.zeros(x.shape[0], device=x.device, dtype=losses.dtype)
-        for (module, a, _), delta in zip(captured, deltas, strict=True):
-            delta_sq = row_sq_norms(delta)
-            if module.weight.requires_grad:
-                sq_norms += row_sq_norms(a) * delta_sq
-            if module.bias is not None and module.bias.requires_grad:
-                sq_norms += delta_sq
-        norms = sq_norms.sqrt()
-        factors = clip_factors(norms, clip_norm)
+    def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: ClipNorm) -> ClippedSum:
+        thresholds = _check_clip_norm(clip_norm, self.layer_names)
+        if len(x) == 0:
+            return _empty_sum(self.params, x.device, next(iter(self.params), x).dtype)
+        losses, captured = self._forward(x, y)
+        loss_sum = losses.sum()
+        deltas = torch.autograd.grad(loss_sum, [z for _, z in captured])
+        sq_norms: list[Tensor] = []
+        finishers = []
+        for module, (a, _), delta in zip(self.layers, captured, deltas, strict=True):
+            if isinstance(module, nn.Linear):
+                sq, finish = self._linear(module, a, delta)
+            else:
+                sq, finish = self._conv(module, a, delta)
+            sq_norms.append(sq)
+            finishers.append(finish)
+        norms, factors, clipped = _combine(sq_norms, thresholds)
+        in_layer_order = [g for finish, c in zip(finishers, factors, strict=True) for g in finish(c)]
+        grads = [in_layer_order[i] for i in self._order]
+        return ClippedSum(grads=grads, norms=norms, loss_sum=loss_sum.detach(), clipped=clipped)
 
-        by_param: dict[int, Tensor] = {}
-        for (module, a, _), delta in zip(captured, deltas, strict=True):
-            weighted = delta * factors[:, None]
-            by_param[id(module.weight)] = weighted.T @ a
-            if module.bias is not None:
-                by_param[id(module.bias)] = weighted.sum(dim=0)
-        grads = [by_param.get(id(p), torch.zeros_like(p)) for p in self.params]
-        return ClippedSum(grads=grads, norms=norms.detach(), loss_sum=losses.sum().detach())
+    @staticmethod
+    def _linear(module: nn.Linear, a: Tensor, delta: Tensor):
+        """‖gᵢ‖², and a function of the clip factors c giving [Σᵢ cᵢ gᵢ] for (weight, bias) as trained."""
+        train_w, train_b = module.weight.requires_grad, module.bias is not None and module.bias.requires_grad
+        delta_sq = row_sq_norms(delta)
+        if train_w and train_b:
+            sq = torch.addcmul(delta_sq, row_sq_norms(a), delta_sq)
+        elif train_w:
+            sq = row_sq_norms(a) * delta_sq
+        else:
+            sq = delta_sq
+
+        def finish(c: Tensor) -> list[Tensor]:
+            weighted = delta * c[:, None]
+            out = [weighted.T @ a] if train_w else []
+            return [*out, weighted.sum(dim=0)] if train_b else out
+
+        return sq, finish
+
+    def _conv(self, module: nn.Conv2d, a: Tensor, delta: Tensor):
+        train_w, train_b = module.weight.requires_grad, module.bias is not None and module.bias.requires_grad
+        batch, c_out = delta.shape[:2]
+        d = delta.reshape(batch, c_out, -1)  # δᵢ: (B, C_out, P)
+        sq = None
+        if train_w:
+            u = conv_patches(module, a)  # Uᵢᵀ: (B, P, D)
+            if u.shape[1] != d.shape[2]:
+                raise UnsupportedModelError(f"conv layer output has {d.shape[2]} positions, its patches {u.shape[1]}")
+            method = self.conv_norms if self.conv_norms != "auto" else conv_norm_method(module, d.shape[2])
+            if method == "materialize":
+                per_example_w = torch.bmm(d, u).view(batch, -1)  # Gᵢ = δᵢUᵢᵀ, flattened: (B, C_out·D)
+                sq = row_sq_norms(per_example_w)
+            else:  # ‖Gᵢ‖² = ⟨UᵢᵀUᵢ, δᵢᵀδᵢ⟩ over P × P
+                gram_u = torch.bmm(u, u.transpose(1, 2))
+                gram_d = torch.bmm(d.transpose(1, 2), d)
+                sq = torch.linalg.vecdot(gram_u.view(batch, -1), gram_d.view(batch, -1))
+        bias_per_example = d.sum(dim=2) if train_b else None  # (B, C_out)
+        if bias_per_example is not None:
+            sq = row_sq_norms(bias_per_example) if sq is None else sq + row_sq_norms(bias_per_example)
+        if sq is None:
+            sq = torch.zeros(batch, device=delta.device, dtype=delta.dtype)
+
+        def finish(c: Tensor) -> list[Tensor]:
+            out = []
+            if train_w:
+                if method == "materialize":  # Σᵢ cᵢGᵢ: a (B)·(B, C_out·D) product
+                    weight = c @ per_example_w
+                else:  # Σᵢ cᵢ δᵢUᵢᵀ as one (C_out × B·P)·(B·P × D) product, c folded into δ
+                    weighted = (d * c[:, None, None]).transpose(0, 1).reshape(c_out, -1)
+                    weight = weighted @ u.reshape(-1, u.shape[2])
+                out.append(_to_weight_layout(module, weight))
+            if bias_per_example is not None:
+                out.append(c @ bias_per_example)
+            return out
+
+        return sq, finish
+
+
+# ------------------------------------------------------------------------------ materialized
 
 
 class MaterializedClipper:
+    """Any model without BatchNorm: per-example gradients via torch.func, then clip and sum."""
+
     def __init__(self, model: nn.Module):
+        reject_batchnorm(model)
         self.model = model
         self.names = [n for n, p in model.named_parameters() if p.requires_grad]
         self.params = [p for p in model.parameters() if p.requires_grad]
+        # a layer is a module that owns trainable parameters directly: "1.weight" belongs to layer "1"
+        owners = [n.rpartition(".")[0] for n in self.names]
+        self.layer_names = list(dict.fromkeys(owners))
+        self._layer_of = [self.layer_names.index(o) for o in owners]
 
-    def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: float) -> ClippedSum:
+    def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: ClipNorm) -> ClippedSum:
+        thresholds = _check_clip_norm(clip_norm, self.layer_names)
+        if len(x) == 0:
+            return _empty_sum(self.params, x.device, next(iter(self.params), x).dtype)
         params = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
         buffers = dict(self.model.named_buffers())
 
@@ -102,19 +381,24 @@ class MaterializedClipper:
             out = functional_call(self.model, (p, buffers), (xi.unsqueeze(0),))
             return F.cross_entropy(out, yi.unsqueeze(0))
 
-        per_example = vmap(grad(example_loss), in_dims=(None, 0, 0))(params, x, y)
+        per_example, losses = vmap(grad_and_value(example_loss), in_dims=(None, 0, 0))(params, x, y)
         flat = [per_example[n].reshape(x.shape[0], -1) for n in self.names]
-        norms = torch.sqrt(sum(f.pow(2).sum(dim=1) for f in flat))
-        factors = clip_factors(norms, clip_norm)
-        grads = [torch.einsum("b,b...->...", factors, per_example[n]) for n in self.names]
-        with torch.no_grad():
-            loss_sum = F.cross_entropy(self.model(x), y, reduction="sum")
-        return ClippedSum(grads=grads, norms=norms, loss_sum=loss_sum)
+        layer_sq: list[Tensor] = [torch.zeros(x.shape[0], dtype=flat[0].dtype, device=x.device)] * len(self.layer_names)
+        for k, f in zip(self._layer_of, flat, strict=True):
+            layer_sq[k] = layer_sq[k] + row_sq_norms(f)
+        norms, factors, clipped = _combine(layer_sq, thresholds)
+        grads = [
+            torch.einsum("b,b...->...", factors[k], per_example[n])
+            for n, k in zip(self.names, self._layer_of, strict=True)
+        ]
+        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum().detach(), clipped=clipped)
 
 
 def make_clipper(model: nn.Module) -> BookKeepingClipper | MaterializedClipper:
-    """The fastest exact clipper for this model."""
+    """The fastest exact clipper for this model; BatchNorm raises `BatchNormError` (no fallback)."""
     try:
         return BookKeepingClipper(model)
+    except BatchNormError:
+        raise
     except UnsupportedModelError:
         return MaterializedClipper(model)

@@ -1,70 +1,23 @@
 """DP-SGD (Abadi et al. 2016; seeds 001 and 003) as a chain of named stages:
 
-    sample a Poisson lot → clip and accumulate → add Gaussian noise → scale by 1/L → optimizer step
+    sample a Poisson lot → clip and accumulate (over physical batches) → add Gaussian noise
+    → scale by 1/L → optimizer step
 
-`DpSgdPlan` is the frozen bundle of the numbers the loop runs with and the DP event that accounts
-for exactly those numbers, so what is trained and what is charged cannot drift apart.
+A lot is what the privacy analysis sees; physical batches are how it fits in memory (seed 001's
+lot vs batch, Opacus' BatchMemoryManager): the clipped sums of the batches of one lot are added
+before the single noise draw, so the release is the same whatever the physical batch size.
+The numbers come from a `TrainingPlan`, whose ledger accounts for exactly them.
 """
 
-import math
 from dataclasses import dataclass
 
 import torch
-from dp_accounting import dp_event
 from torch import Tensor
 
-from engine.privacy import PrivacyLedger, calibrate_noise_multiplier, dpsgd_step_event, single_phase
-from engine.training.clipping import BookKeepingClipper, MaterializedClipper
-from engine.training.spec import RunSpec
+from engine.training.clipping import BookKeepingClipper, ClippedSum, MaterializedClipper, per_layer_thresholds
+from engine.training.plan import TrainingPlan
 
-
-@dataclass(frozen=True, kw_only=True)
-class DpSgdPlan:
-    n_train: int
-    expected_lot_size: int  # L: a public constant, the denominator of every update
-    noise_multiplier: float  # σ: noise std is σ·C
-    clip_norm: float  # C
-    steps: int
-    delta: float
-
-    @property
-    def sampling_rate(self) -> float:
-        return self.expected_lot_size / self.n_train
-
-    @property
-    def noise_std(self) -> float:
-        return self.noise_multiplier * self.clip_norm
-
-    def step_event(self) -> dp_event.DpEvent:
-        return dpsgd_step_event(sampling_rate=self.sampling_rate, noise_multiplier=self.noise_multiplier)
-
-    def ledger(self, steps: int | None = None) -> PrivacyLedger:
-        """The privacy ledger of the first `steps` steps (all of them by default)."""
-        label = (f"DP-SGD step (Gaussian noise σ = {self.noise_multiplier:.4g} on gradients clipped to C = "
-                 f"{self.clip_norm:g}, Poisson lots q = {self.sampling_rate:.4g})")  # fmt: skip
-        return single_phase(self.step_event(), self.steps if steps is None else steps, label=label)
-
-
-def steps_for(*, epochs: float, n_train: int, lot_size: int) -> int:
-    """Number of steps: an epoch is N/L steps of expected lot size L."""
-    return max(1, math.ceil(epochs * n_train / lot_size - 1e-9))
-
-
-def plan_dpsgd(spec: RunSpec, *, n_train: int) -> DpSgdPlan:
-    steps = steps_for(epochs=spec.epochs, n_train=n_train, lot_size=spec.lot_size)
-    sigma = spec.noise_multiplier
-    if sigma is None:
-        sigma = calibrate_noise_multiplier(
-            target_epsilon=spec.target_epsilon, delta=spec.delta, sampling_rate=spec.lot_size / n_train, steps=steps
-        )
-    return DpSgdPlan(
-        n_train=n_train,
-        expected_lot_size=spec.lot_size,
-        noise_multiplier=sigma,
-        clip_norm=spec.clip_norm,
-        steps=steps,
-        delta=spec.delta,
-    )
+Clipper = BookKeepingClipper | MaterializedClipper
 
 
 # ------------------------------------------------------------------------------------ stages
@@ -89,32 +42,71 @@ def scale(grads: list[Tensor], factor: float) -> list[Tensor]:
     return grads
 
 
+def clip_and_accumulate(
+    clipper: Clipper, x: Tensor, y: Tensor, clip_norm: float | tuple[float, ...], physical_batch_size: int | None
+) -> ClippedSum:
+    """Σᵢ clip(gᵢ) over the rows of x, computed `physical_batch_size` rows at a time."""
+    if physical_batch_size is None or len(x) <= physical_batch_size:
+        return clipper.clipped_sum(x, y, clip_norm)
+    total: ClippedSum | None = None
+    norms, clipped = [], []
+    for start in range(0, len(x), physical_batch_size):
+        part = clipper.clipped_sum(x[start : start + physical_batch_size], y[start : start + physical_batch_size],
+                                   clip_norm)  # fmt: skip
+        norms.append(part.norms)
+        clipped.append(part.clipped)
+        if total is None:
+            total = part
+        else:  # add in place: memory stays one batch's worth plus one gradient
+            for acc, g in zip(total.grads, part.grads, strict=True):
+                acc.add_(g)
+            total = ClippedSum(grads=total.grads, norms=total.norms, loss_sum=total.loss_sum + part.loss_sum,
+                               clipped=total.clipped)  # fmt: skip
+    return ClippedSum(grads=total.grads, norms=torch.cat(norms), loss_sum=total.loss_sum, clipped=torch.cat(clipped))
+
+
+def clip_thresholds(clipper: Clipper, clip_norm: float, clipping: str | None) -> float | tuple[float, ...]:
+    """Flat: one threshold C. Per layer: equal thresholds C/√K for K layers, whose squares sum to C²,
+    so the whole clipped gradient still has norm ≤ C and the accounting is unchanged."""
+    if clipping == "per_layer":
+        return per_layer_thresholds(clip_norm, len(clipper.layer_names))
+    return clip_norm
+
+
 @dataclass(frozen=True)
 class StepStats:
-    """What one step saw of the private lot: diagnostics, never released."""
+    """What one step saw of the private data: diagnostics, never released."""
 
     lot_size: int
     loss_sum: float
-    clipped_fraction: float
+    clipped_fraction: float | None
+
+
+def stats_of(clipped: ClippedSum, n: int) -> StepStats:
+    fraction = float(clipped.clipped.float().mean()) if n else None
+    return StepStats(lot_size=n, loss_sum=float(clipped.loss_sum), clipped_fraction=fraction)
 
 
 def dpsgd_step(
     *,
-    clipper: BookKeepingClipper | MaterializedClipper,
+    step: int,
+    clipper: Clipper,
     optimizer: torch.optim.Optimizer,
     x: Tensor,
     y: Tensor,
-    plan: DpSgdPlan,
+    plan: TrainingPlan,
+    physical_batch_size: int | None,
     sampling_generator: torch.Generator,
     noise_generator: torch.Generator,
 ) -> StepStats:
+    """Step `step` (1-based) of the plan."""
+    clip_norm = plan.clip_norm_at(step)
     lot = sample_poisson_lot(len(x), plan.sampling_rate, sampling_generator, x.device)
-    clipped = clipper.clipped_sum(x[lot], y[lot], plan.clip_norm)
-    noisy = add_gaussian_noise(clipped.grads, plan.noise_std, noise_generator)
-    update = scale(noisy, 1.0 / plan.expected_lot_size)
+    thresholds = clip_thresholds(clipper, clip_norm, plan.clipping)
+    clipped = clip_and_accumulate(clipper, x[lot], y[lot], thresholds, physical_batch_size)
+    noisy = add_gaussian_noise(clipped.grads, plan.noise_multiplier_at(step) * clip_norm, noise_generator)
+    update = scale(noisy, 1.0 / plan.lot_size)
     for param, g in zip(clipper.params, update, strict=True):
         param.grad = g
     optimizer.step()
-    n = int(lot.numel())
-    fraction = float((clipped.norms > plan.clip_norm).float().mean()) if n else 0.0
-    return StepStats(lot_size=n, loss_sum=float(clipped.loss_sum), clipped_fraction=fraction)
+    return stats_of(clipped, int(lot.numel()))

@@ -1,8 +1,22 @@
 """The run spec: what a user asks the engine to train, validated field by field.
 
-A spec is a JSON object. Unknown keys, missing keys, wrong types and out-of-range values raise
-`SpecError`, whose message names the key and the allowed range. Checks that need the dataset
-(lot size ≤ N, δ < 1/N) use public dataset sizes, never the data itself.
+A spec is a JSON object. Unknown keys, keys that do not apply to the chosen algorithm or model,
+missing keys, wrong types and out-of-range values raise `SpecError`, whose message names the key
+and the allowed range. Checks that need the dataset (lot size ≤ N, δ < 1/N, two classes for noisy
+GD, an image for the CNN) use public dataset facts, never the data itself.
+
+Which keys apply (`KEYS_BY_ALGORITHM`):
+
+- every algorithm: dataset, model, algorithm, epochs, lr, seed, optimizer, momentum, lr_schedule,
+  physical_batch_size, pca_dims, hidden (mlp), schema (csv:PATH datasets);
+- private algorithms (dpsgd, noisy_gd): delta, clip_norm, one of target_epsilon / noise_multiplier,
+  clipping, noise_schedule, clip_schedule, pca_noise (with pca_dims);
+- dpsgd and nonprivate: lot_size; noisy_gd: count_epsilon.
+
+The canonical form (`to_dict`) fills every default, so two specs that train the same thing have
+the same cache key. For a `csv:PATH` dataset it also records the file's SHA-256 (`data_sha256`):
+the run's identity includes the data it was trained on, and a file changed after submission is
+refused rather than silently trained on.
 """
 
 import hashlib
@@ -10,12 +24,39 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
-from engine.training.datasets import DATASETS, dataset_info
+from engine.training import scatternet
+from engine.training.datasets import (
+    CsvSchemaError,
+    DatasetError,
+    DatasetInfo,
+    dataset_info,
+    file_sha256,
+    parse_csv_schema,
+)
+from engine.training.models import MODELS, cnn_supports
+from engine.training.optimizers import DEFAULT_MOMENTUM, OptimizerName
+from engine.training.schedules import CONSTANT, Schedule, ScheduleError, ScheduleKind, parse_schedule
 
-ALGORITHMS = ("dpsgd",)
-MODELS = ("logreg", "mlp")
+CSV_PREFIX = "csv:"
+FEATURES = ("pixels", "scatternet")
+
+
+class Algorithm(StrEnum):
+    DPSGD = "dpsgd"
+    NOISY_GD = "noisy_gd"
+    NONPRIVATE = "nonprivate"
+
+    @property
+    def private(self) -> bool:
+        return self is not Algorithm.NONPRIVATE
+
+
+ALGORITHMS = tuple(a.value for a in Algorithm)
+CLIPPING_MODES = {Algorithm.DPSGD: ("flat", "per_layer"), Algorithm.NOISY_GD: ("gradient", "input")}
+DEFAULT_COUNT_EPSILON = 0.01  # noisy GD's Laplace count: scale 100, ±0.3% of Adult's N at 95%
 
 
 class SpecError(ValueError):
@@ -32,18 +73,20 @@ class NumberRange:
     high: float
     low_open: bool = False
     integer: bool = False
+    high_open: bool = False
 
     def describe(self) -> str:
-        left = "(" if self.low_open else "["
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
         kind = "an integer" if self.integer else "a number"
-        return f"{kind} in {left}{self.low:g}, {self.high:g}]"
+        return f"{kind} in {left}{self.low:g}, {self.high:g}{right}"
 
     def check(self, field: str, value: Any) -> float | int:
         ok_type = isinstance(value, int) if self.integer else isinstance(value, int | float)
         if isinstance(value, bool) or not ok_type or (isinstance(value, float) and not math.isfinite(value)):
             raise SpecError(field, f"must be {self.describe()}, got {value!r}")
         below = value <= self.low if self.low_open else value < self.low
-        if below or value > self.high:
+        above = value >= self.high if self.high_open else value > self.high
+        if below or above:
             raise SpecError(field, f"must be {self.describe()}, got {value!r}")
         return int(value) if self.integer else float(value)
 
@@ -57,12 +100,32 @@ RANGES: dict[str, NumberRange] = {
     "epochs": NumberRange(0.0, 1000.0, low_open=True),
     "lr": NumberRange(0.0, 1000.0, low_open=True),
     "seed": NumberRange(0, 2**31 - 1, integer=True),
+    "momentum": NumberRange(0.0, 1.0, high_open=True),
+    "physical_batch_size": NumberRange(1, 1_000_000, integer=True),
+    "pca_dims": NumberRange(1, 10_000, integer=True),
+    "pca_noise": NumberRange(0.0, 1000.0, low_open=True),
+    "count_epsilon": NumberRange(0.0, 10.0, low_open=True),
 }
 HIDDEN_WIDTH = NumberRange(1, 8192, integer=True)
 MAX_HIDDEN_LAYERS = 4
-DEFAULT_HIDDEN_SIZES = (128,)
-REQUIRED = ("dataset", "model", "algorithm", "delta", "clip_norm", "lot_size", "epochs", "lr", "seed")
-OPTIONAL = ("target_epsilon", "noise_multiplier", "hidden_sizes")
+DEFAULT_HIDDEN = (128,)
+SCHEDULES = ("lr_schedule", "noise_schedule", "clip_schedule")
+
+COMMON_KEYS = ("dataset", "model", "algorithm", "epochs", "lr", "seed", "optimizer", "momentum", "lr_schedule",
+               "physical_batch_size", "pca_dims", "hidden", "features", "schema", "data_sha256")  # fmt: skip
+PRIVATE_KEYS = ("delta", "clip_norm", "target_epsilon", "noise_multiplier", "clipping", "noise_schedule",
+                "clip_schedule", "pca_noise")  # fmt: skip
+KEYS_BY_ALGORITHM = {
+    Algorithm.DPSGD: (*COMMON_KEYS, *PRIVATE_KEYS, "lot_size"),
+    Algorithm.NOISY_GD: (*COMMON_KEYS, *PRIVATE_KEYS, "count_epsilon"),
+    Algorithm.NONPRIVATE: (*COMMON_KEYS, "lot_size"),
+}
+REQUIRED_BY_ALGORITHM = {
+    Algorithm.DPSGD: ("dataset", "model", "algorithm", "epochs", "lr", "seed", "delta", "clip_norm", "lot_size"),
+    Algorithm.NOISY_GD: ("dataset", "model", "algorithm", "epochs", "lr", "seed", "delta", "clip_norm"),
+    Algorithm.NONPRIVATE: ("dataset", "model", "algorithm", "epochs", "lr", "seed", "lot_size"),
+}
+ALL_KEYS = tuple(dict.fromkeys(k for keys in KEYS_BY_ALGORITHM.values() for k in keys))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,23 +133,44 @@ class RunSpec:
     dataset: str
     model: str
     algorithm: str
-    delta: float
-    clip_norm: float
-    lot_size: int
     epochs: float
     lr: float
     seed: int
+    lot_size: int | None = None  # expected lot size L (dpsgd) or batch size (nonprivate); noisy GD: full batch
+    delta: float | None = None
+    clip_norm: float | None = None
     target_epsilon: float | None = None
     noise_multiplier: float | None = None
-    hidden_sizes: tuple[int, ...] = ()
+    clipping: str | None = None
+    hidden: tuple[int, ...] = ()
+    optimizer: str = OptimizerName.SGD.value
+    momentum: float | None = None
+    lr_schedule: Schedule = CONSTANT
+    noise_schedule: Schedule | None = None
+    clip_schedule: Schedule | None = None
+    physical_batch_size: int | None = None
+    features: str = "pixels"  # or "scatternet": fixed ScatterNet features (Tramèr & Boneh 2021)
+    pca_dims: int | None = None
+    pca_noise: float | None = None
+    count_epsilon: float | None = None
+    schema: dict | None = None  # csv:PATH datasets: the declared schema
+    data_sha256: str | None = None  # csv:PATH datasets: the file the run is bound to
+
+    @property
+    def private(self) -> bool:
+        return Algorithm(self.algorithm).private
 
     def to_dict(self) -> dict[str, Any]:
-        """The canonical JSON form: absent options are left out."""
-        out = {k: v for k, v in asdict(self).items() if v is not None}
-        if self.model == "mlp":
-            out["hidden_sizes"] = list(self.hidden_sizes)
-        else:
-            out.pop("hidden_sizes")
+        """The canonical JSON form: every default filled in, options that do not apply left out."""
+        out: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            if value is None or (key == "hidden" and self.model != "mlp"):
+                continue
+            out[key] = list(value) if key == "hidden" else value
+        for key in SCHEDULES:
+            schedule = getattr(self, key)
+            if schedule is not None:
+                out[key] = schedule.to_dict()
         return out
 
     def canonical_json(self) -> str:
@@ -98,49 +182,153 @@ class RunSpec:
         return hashlib.sha256(payload.encode()).hexdigest()
 
 
+def spec_dataset_info(spec: RunSpec) -> DatasetInfo:
+    """Public facts of the spec's dataset (for a CSV upload: its declared schema and row counts)."""
+    return dataset_info(spec.dataset, schema=_csv_schema(spec.schema) if spec.schema is not None else None)
+
+
 def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
     """Validate a JSON object into a RunSpec, including the dataset-dependent checks."""
     if not isinstance(raw, Mapping):
         raise SpecError("spec", f"must be a JSON object, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - set(REQUIRED) - set(OPTIONAL))
+    unknown = sorted(set(raw) - set(ALL_KEYS))
     if unknown:
-        raise SpecError(unknown[0], f"unknown key; allowed keys: {', '.join(REQUIRED + OPTIONAL)}")
-    for key in REQUIRED:
+        raise SpecError(unknown[0], f"unknown key; allowed keys: {', '.join(ALL_KEYS)}")
+    algorithm = Algorithm(_choice("algorithm", raw.get("algorithm"), ALGORITHMS))
+    not_here = sorted(set(raw) - set(KEYS_BY_ALGORITHM[algorithm]))
+    if not_here:
+        raise SpecError(not_here[0], f"does not apply to algorithm {algorithm.value!r}")
+    for key in REQUIRED_BY_ALGORITHM[algorithm]:
         if key not in raw:
             raise SpecError(key, "missing required key")
-    has_target, has_sigma = "target_epsilon" in raw, "noise_multiplier" in raw
-    if has_target == has_sigma:
+    if algorithm.private and ("target_epsilon" in raw) == ("noise_multiplier" in raw):
         raise SpecError("target_epsilon", "give exactly one of target_epsilon and noise_multiplier")
 
     values: dict[str, Any] = {k: rng.check(k, raw[k]) for k, rng in RANGES.items() if k in raw}
-
-    info = dataset_info(_choice("dataset", raw["dataset"], tuple(DATASETS)))
+    info, csv_fields = _dataset(raw)
     model = _choice("model", raw["model"], MODELS)
-    algorithm = _choice("algorithm", raw["algorithm"], ALGORITHMS)
-    if values["lot_size"] > info.n_train:
-        raise SpecError("lot_size", f"must be an integer in [1, {info.n_train}] (the training set size of {info.name})")
+    values |= _model_options(raw, model, info)
+    values |= _privacy_options(raw, algorithm, values, info)
+    values |= _training_options(raw, algorithm, values, info, model)
+    return RunSpec(dataset=info.name if not csv_fields else raw["dataset"], model=model, algorithm=algorithm.value,
+                   **csv_fields, **values)  # fmt: skip
+
+
+def _dataset(raw: Mapping[str, Any]) -> tuple[DatasetInfo, dict[str, Any]]:
+    name = raw.get("dataset")
+    if not isinstance(name, str):
+        raise SpecError("dataset", f"must be a string, got {name!r}")
+    if not name.startswith(CSV_PREFIX):
+        for key in ("schema", "data_sha256"):
+            if key in raw:
+                raise SpecError(key, "only applies to csv:PATH datasets")
+        try:
+            return dataset_info(name), {}
+        except DatasetError as exc:
+            raise SpecError("dataset", str(exc)) from None
+    if "schema" not in raw:
+        raise SpecError("schema", "missing: a csv:PATH dataset needs its declared schema (target, classes, columns)")
+    schema = _csv_schema(raw["schema"])
+    path = name[len(CSV_PREFIX) :]
+    try:
+        info = dataset_info(name, schema=schema)
+        digest = file_sha256(path)
+    except (DatasetError, OSError) as exc:
+        raise SpecError("dataset", str(exc)) from None
+    if "data_sha256" in raw and raw["data_sha256"] != digest:
+        raise SpecError("data_sha256", f"{path} changed since this spec was made (sha256 now {digest})")
+    return info, {"schema": dict(raw["schema"]), "data_sha256": digest}
+
+
+def _csv_schema(raw: Any):
+    try:
+        return parse_csv_schema(raw)
+    except CsvSchemaError as exc:
+        raise SpecError(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
+
+
+def _model_options(raw: Mapping[str, Any], model: str, info: DatasetInfo) -> dict[str, Any]:
+    features = _choice("features", raw.get("features", "pixels"), FEATURES)
+    if features == "scatternet":
+        if not scatternet.supports(info.image_shape):
+            raise SpecError("features", f"'scatternet' needs images of at least 16×16; {info.name} has none")
+        if model == "cnn":
+            raise SpecError("features", "'scatternet' feeds logreg or mlp; the cnn takes pixels")
+    if model == "cnn" and (info.image_shape is None or not cnn_supports(info.image_shape)):
+        shape = "no image shape" if info.image_shape is None else f"images of {'×'.join(map(str, info.image_shape))}"
+        raise SpecError("model", f"'cnn' needs images of at least 1×28×28; {info.name} has {shape}")
+    if model != "mlp":
+        if "hidden" in raw:
+            raise SpecError("hidden", "only applies to model 'mlp'")
+        return {"features": features}
+    hidden_raw = raw.get("hidden", list(DEFAULT_HIDDEN))
+    if not isinstance(hidden_raw, list | tuple) or not 1 <= len(hidden_raw) <= MAX_HIDDEN_LAYERS:
+        raise SpecError("hidden", f"must be a list of 1 to {MAX_HIDDEN_LAYERS} layer widths, got {hidden_raw!r}")
+    return {"features": features, "hidden": tuple(HIDDEN_WIDTH.check("hidden", w) for w in hidden_raw)}
+
+
+def _privacy_options(
+    raw: Mapping[str, Any], algorithm: Algorithm, values: dict[str, Any], info: DatasetInfo
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if not algorithm.private:
+        return out
     if values["delta"] >= 1.0 / info.n_train:
         raise SpecError(
             "delta",
             f"must be < 1/N = {1.0 / info.n_train:.3g} for {info.name} (N={info.n_train}); "
             f"δ ≥ 1/N allows releasing a whole record, got {values['delta']:g}",
         )
+    modes = CLIPPING_MODES[algorithm]
+    out["clipping"] = _choice("clipping", raw.get("clipping", modes[0]), modes)
+    if algorithm is Algorithm.NOISY_GD:
+        out["count_epsilon"] = values.get("count_epsilon", DEFAULT_COUNT_EPSILON)
+        if raw["model"] != "logreg":
+            raise SpecError("model", "noisy_gd trains logistic regression with labels ±1 (seed 000): use 'logreg'")
+        if info.n_classes != 2:
+            raise SpecError("dataset", f"noisy_gd needs a two-class dataset; {info.name} has {info.n_classes} classes")
+    noise_kinds = (ScheduleKind.CONSTANT, ScheduleKind.STEP)  # a σ schedule must be piecewise constant
+    out["noise_schedule"] = _schedule("noise_schedule", raw, allowed=noise_kinds)
+    out["clip_schedule"] = _schedule("clip_schedule", raw)
+    if "pca_dims" in raw and "pca_noise" not in raw:
+        raise SpecError("pca_noise", "missing: private DP-PCA needs its noise multiplier σ_p (seed 003: 4, 7 or 16)")
+    if "pca_noise" in raw and "pca_dims" not in raw:
+        raise SpecError("pca_noise", "only applies with pca_dims")
+    return out
 
-    hidden: tuple[int, ...] = ()
-    if model == "mlp":
-        hidden_raw = raw.get("hidden_sizes", list(DEFAULT_HIDDEN_SIZES))
-        if not isinstance(hidden_raw, list | tuple) or not 1 <= len(hidden_raw) <= MAX_HIDDEN_LAYERS:
-            raise SpecError(
-                "hidden_sizes", f"must be a list of 1 to {MAX_HIDDEN_LAYERS} layer widths, got {hidden_raw!r}"
-            )
-        hidden = tuple(HIDDEN_WIDTH.check("hidden_sizes", w) for w in hidden_raw)
-    elif "hidden_sizes" in raw:
-        raise SpecError("hidden_sizes", "only applies to model 'mlp'")
 
-    return RunSpec(dataset=info.name, model=model, algorithm=algorithm, hidden_sizes=hidden, **values)
+def _training_options(
+    raw: Mapping[str, Any], algorithm: Algorithm, values: dict[str, Any], info: DatasetInfo, model: str
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"lr_schedule": _schedule("lr_schedule", raw)}
+    optimizer = _choice("optimizer", raw.get("optimizer", OptimizerName.SGD.value), tuple(OptimizerName))
+    out["optimizer"] = optimizer
+    if optimizer == OptimizerName.MOMENTUM:
+        out["momentum"] = values.get("momentum", DEFAULT_MOMENTUM)
+    elif "momentum" in raw:
+        raise SpecError("momentum", "only applies to optimizer 'momentum'")
+    if "lot_size" in values and values["lot_size"] > info.n_train:
+        raise SpecError("lot_size", f"must be an integer in [1, {info.n_train}] (the training set size of {info.name})")
+    if "pca_dims" in values:
+        if model == "cnn":
+            raise SpecError("pca_dims", "does not apply to model 'cnn' (it needs the image, not projected features)")
+        if raw.get("features") != "scatternet" and info.n_features is not None and values["pca_dims"] > info.n_features:
+            raise SpecError("pca_dims", f"must be an integer in [1, {info.n_features}] (the features of {info.name})")
+    return out
+
+
+def _schedule(field: str, raw: Mapping[str, Any], *, allowed: tuple[ScheduleKind, ...] = tuple(ScheduleKind)):
+    if field not in raw:
+        return CONSTANT
+    try:
+        return parse_schedule(field, raw[field], allowed=allowed)
+    except ScheduleError as exc:
+        raise SpecError(exc.field, str(exc).removeprefix(f"{exc.field}: ")) from None
 
 
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value is None:
+        raise SpecError(field, "missing required key")
     if not isinstance(value, str):
         raise SpecError(field, f"must be a string, got {value!r}")
     if value not in allowed:

@@ -1,7 +1,9 @@
-"""Train one run spec: load data, plan DP-SGD, run the step chain, emit a record per step.
+"""Train one run spec: load data, apply DP-PCA if asked, plan, run the algorithm's step chain, emit a
+record per step.
 
-The ε of every record comes from the RDP accountant applied to the DP event of the steps actually
-taken so far (the plan's event, truncated), so a stopped run reports the ε it really spent.
+The ε of every record comes from the RDP accountant applied to the ledger of the steps actually
+taken so far (the plan's ledger, truncated), so a stopped run reports the ε it really spent. The
+final result reports the tightest valid ε of every accountant that applies.
 """
 
 import time
@@ -9,16 +11,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from engine.privacy import panel, privacy_statement, rdp_curve
+from engine.training import scatternet
 from engine.training.clipping import make_clipper
-from engine.training.datasets import Dataset, load_dataset
-from engine.training.dpsgd import DpSgdPlan, dpsgd_step, plan_dpsgd
+from engine.training.datasets import Dataset, load_dataset, parse_csv_schema
+from engine.training.dpsgd import StepStats, dpsgd_step
 from engine.training.models import build_model
-from engine.training.spec import RunSpec
+from engine.training.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step, with_constant_feature
+from engine.training.nonprivate import ShuffledBatches, nonprivate_step
+from engine.training.optimizers import OptimizerName, make_optimizer, set_learning_rate
+from engine.training.pca import normalize_rows, pca_projection, project
+from engine.training.plan import TrainingPlan, plan_run
+from engine.training.spec import Algorithm, RunSpec
 
 EVALUATIONS_PER_RUN = 100
 
@@ -29,7 +38,7 @@ class StepRecord:
 
     step: int
     epoch: float
-    epsilon: float
+    epsilon: float | None  # None: not private
     train_loss: float | None = None  # private: mean loss on the lot
     lot_size: int | None = None  # private: the realized Poisson lot size
     clip_fraction: float | None = None  # private: share of the lot whose gradient was clipped
@@ -43,17 +52,19 @@ class StepRecord:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainResult:
+    algorithm: str
+    private: bool
     test_accuracy: float
     test_loss: float
-    epsilon: float  # the tightest valid ε(δ) of the steps taken, by `accountant`
-    delta: float
-    noise_multiplier: float
+    epsilon: float | None  # the tightest valid ε(δ) of the steps taken, by `accountant`; None: not private
+    delta: float | None
+    noise_multiplier: float | None
     sampling_rate: float
     steps: int
     planned_steps: int
-    accountant: str
+    accountant: str | None
     epsilons: dict[str, float]  # every applicable accountant's ε for the same steps
-    best_order: float  # of the RDP accountant
+    best_order: float | None  # of the RDP accountant
     order_at_edge: bool
     privacy_statement: str
     stopped_early: bool
@@ -79,6 +90,44 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 81
     return correct / len(x), loss / len(x)
 
 
+def random_streams(seed: int, device: torch.device) -> dict[str, torch.Generator]:
+    """Independent generators per purpose, all derived from the spec's seed."""
+    streams = {"sampling": seed * 2 + 1, "noise": seed * 2 + 2}
+    for k, name in enumerate(("pca", "count", "shuffle"), start=1):
+        streams[name] = int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
+    return {name: torch.Generator(device=device).manual_seed(value) for name, value in streams.items()}
+
+
+def load_spec_dataset(spec: RunSpec, data_dirs: Sequence[Path]) -> Dataset:
+    schema = parse_csv_schema(spec.schema) if spec.schema is not None else None
+    return load_dataset(spec.dataset, data_dirs, schema=schema)
+
+
+def input_arrays(spec: RunSpec, data: Dataset, *, cache_dir: Path | None, device) -> tuple[np.ndarray, np.ndarray]:
+    """Pixels, or fixed ScatterNet features of them (data-independent, per example: no privacy cost)."""
+    if spec.features != "scatternet":
+        return data.x_train, data.x_test
+    return tuple(
+        scatternet.cached_scatter(x, data.image_shape, key=f"{data.name}|{split}", cache_dir=cache_dir, device=device)
+        for split, x in (("train", data.x_train), ("test", data.x_test))
+    )
+
+
+def features(
+    spec: RunSpec, plan: TrainingPlan, x_train: torch.Tensor, x_test: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The inputs the model sees: as loaded, or (with pca_dims) unit-normalized and projected by
+    (DP-)PCA fitted on the training inputs (private: charged up front by the plan's ledger); noisy GD
+    appends the constant feature 1 that carries its intercept."""
+    if spec.pca_dims is not None:
+        noise = plan.pca_noise if plan.private else None
+        projection = pca_projection(normalize_rows(x_train), spec.pca_dims, noise_multiplier=noise, generator=generator)
+        x_train, x_test = project(x_train, projection), project(x_test, projection)
+    if spec.algorithm == Algorithm.NOISY_GD:
+        x_train, x_test = with_constant_feature(x_train), with_constant_feature(x_test)
+    return x_train, x_test
+
+
 def train(
     spec: RunSpec,
     *,
@@ -87,55 +136,54 @@ def train(
     should_stop: Callable[[], bool] | None = None,
     device: torch.device | None = None,
     dataset: Dataset | None = None,
-    plan: DpSgdPlan | None = None,
+    plan: TrainingPlan | None = None,
 ) -> TrainResult:
-    """Train `spec` with DP-SGD. `plan` skips calibration when the caller already planned the run."""
+    """Train `spec`. `plan` skips calibration when the caller already planned the run."""
     started = time.perf_counter()
     device = device or pick_device()
-    data = dataset or load_dataset(spec.dataset, data_dirs)
+    data = dataset or load_spec_dataset(spec, data_dirs)
     n_train = len(data.x_train)
-    plan = plan or plan_dpsgd(spec, n_train=n_train)
+    plan = plan or plan_run(spec, n_train=n_train)
     if plan.n_train != n_train:
         raise ValueError(f"plan is for N={plan.n_train} but {spec.dataset} has N={n_train}")
-    curve = rdp_curve(plan.ledger(), delta=plan.delta)  # ε after every step, for the live plot
+    ledger = plan.ledger()
+    # ε after every step count 0..T (step 0 holds the up-front releases), for the live plot
+    curve = rdp_curve(ledger, delta=plan.delta, steps=np.arange(plan.steps + 1)) if ledger else None
+
+    streams = random_streams(spec.seed, device)
+    x_train, x_test = input_arrays(spec, data, cache_dir=Path(data_dirs[-1]) if data_dirs else None, device=device)
+    x_train, y_train = torch.as_tensor(x_train, device=device), torch.as_tensor(data.y_train, device=device)
+    x_test, y_test = torch.as_tensor(x_test, device=device), torch.as_tensor(data.y_test, device=device)
+    x_train, x_test = features(spec, plan, x_train, x_test, streams["pca"])
 
     torch.manual_seed(spec.seed)
-    model = build_model(
-        spec.model, n_features=data.n_features, n_classes=data.n_classes, hidden_sizes=spec.hidden_sizes
-    ).to(device)
-    clipper = make_clipper(model)
-    optimizer = torch.optim.SGD(clipper.params, lr=spec.lr)
-    sampling_generator = torch.Generator(device=device).manual_seed(spec.seed * 2 + 1)
-    noise_generator = torch.Generator(device=device).manual_seed(spec.seed * 2 + 2)
-
-    x_train, y_train = torch.as_tensor(data.x_train, device=device), torch.as_tensor(data.y_train, device=device)
-    x_test, y_test = torch.as_tensor(data.x_test, device=device), torch.as_tensor(data.y_test, device=device)
+    model = build_run_model(spec, n_features=x_train.shape[1], n_classes=data.n_classes,
+                            image_shape=data.image_shape).to(device)  # fmt: skip
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = make_optimizer(OptimizerName(spec.optimizer), params, lr=spec.lr, momentum=spec.momentum)
+    step_once = make_step(spec, plan, model, optimizer, x_train, y_train, streams)
     eval_every = max(1, plan.steps // EVALUATIONS_PER_RUN)
     emit = on_step or (lambda record: None)
 
+    def epsilon_after(step: int) -> float | None:
+        return None if curve is None else float(curve.epsilons[step])
+
     accuracy, loss = evaluate(model, x_test, y_test)
-    emit(StepRecord(step=0, epoch=0.0, epsilon=0.0, test_accuracy=accuracy, test_loss=loss))
+    emit(StepRecord(step=0, epoch=0.0, epsilon=epsilon_after(0), test_accuracy=accuracy, test_loss=loss))
     steps_done = 0
     loop_started = time.perf_counter()
     for step in range(1, plan.steps + 1):
-        stats = dpsgd_step(
-            clipper=clipper,
-            optimizer=optimizer,
-            x=x_train,
-            y=y_train,
-            plan=plan,
-            sampling_generator=sampling_generator,
-            noise_generator=noise_generator,
-        )
+        set_learning_rate(optimizer, spec.lr * spec.lr_schedule.factor_at(plan.epoch_of(step - 1)))
+        stats = step_once(step)
         steps_done = step
         stop = bool(should_stop and should_stop())
         record = dict(
             step=step,
-            epoch=step * plan.expected_lot_size / n_train,
-            epsilon=float(curve.epsilons[step - 1]),
+            epoch=plan.epoch_of(step),
+            epsilon=epsilon_after(step),
             lot_size=stats.lot_size,
             train_loss=stats.loss_sum / stats.lot_size if stats.lot_size else None,
-            clip_fraction=stats.clipped_fraction if stats.lot_size else None,
+            clip_fraction=stats.clipped_fraction,
             elapsed_s=time.perf_counter() - loop_started,
         )
         if step % eval_every == 0 or step == plan.steps or stop:
@@ -144,28 +192,66 @@ def train(
         emit(StepRecord(**record))
         if stop:
             break
+    return result_of(plan, spec, accuracy=accuracy, loss=loss, steps_done=steps_done,
+                     seconds=time.perf_counter() - started, device=device)  # fmt: skip
 
+
+def build_run_model(spec: RunSpec, *, n_features: int, n_classes: int, image_shape) -> nn.Module:
+    if spec.algorithm == Algorithm.NOISY_GD:
+        return BinaryLogistic(n_features)
+    return build_model(spec.model, n_features=n_features, n_classes=n_classes, hidden=spec.hidden,
+                       image_shape=image_shape)  # fmt: skip
+
+
+def make_step(
+    spec: RunSpec, plan: TrainingPlan, model: nn.Module, optimizer, x, y, streams
+) -> Callable[[int], StepStats]:
+    """The algorithm's step as a function of the (1-based) step number."""
+    algorithm = Algorithm(spec.algorithm)
+    if algorithm is Algorithm.NONPRIVATE:
+        batches = ShuffledBatches(len(x), plan.lot_size, streams["shuffle"], x.device)
+        return lambda step: nonprivate_step(model=model, optimizer=optimizer, x=x, y=y, batches=batches,
+                                            physical_batch_size=spec.physical_batch_size)  # fmt: skip
+    clipper = make_clipper(model)
+    if algorithm is Algorithm.NOISY_GD:
+        denominator = noisy_count(len(x), epsilon=plan.count_epsilon, generator=streams["count"])
+        return lambda step: noisy_gd_step(
+            step=step, clipper=clipper, optimizer=optimizer, x=x, y=y, plan=plan, denominator=denominator,
+            physical_batch_size=spec.physical_batch_size, noise_generator=streams["noise"],
+        )  # fmt: skip
+    return lambda step: dpsgd_step(
+        step=step, clipper=clipper, optimizer=optimizer, x=x, y=y, plan=plan,
+        physical_batch_size=spec.physical_batch_size, sampling_generator=streams["sampling"],
+        noise_generator=streams["noise"],
+    )  # fmt: skip
+
+
+def result_of(plan: TrainingPlan, spec: RunSpec, *, accuracy, loss, steps_done, seconds, device) -> TrainResult:
+    common = dict(
+        algorithm=spec.algorithm, private=plan.private, test_accuracy=accuracy, test_loss=loss,
+        sampling_rate=plan.sampling_rate, steps=steps_done, planned_steps=plan.steps,
+        stopped_early=steps_done < plan.steps, seconds=seconds, device=str(device),
+    )  # fmt: skip
+    if not plan.private:
+        statement = ("Not differentially private: a baseline trained without clipping or noise (ε = ∞). "
+                     "Its accuracy is the reference the private runs pay for.")  # fmt: skip
+        return TrainResult(**common, epsilon=None, delta=None, noise_multiplier=None, accountant=None, epsilons={},
+                           best_order=None, order_at_edge=False, privacy_statement=statement)  # fmt: skip
     ledger = plan.ledger(steps_done)
     accounts = panel(ledger, delta=plan.delta)
-    statement = privacy_statement(ledger=ledger, panel=accounts, dataset_size=n_train, lot_size=plan.expected_lot_size)
+    statement = privacy_statement(ledger=ledger, panel=accounts, dataset_size=plan.n_train,
+                                  lot_size=None if plan.full_batch else plan.lot_size)  # fmt: skip
     return TrainResult(
-        test_accuracy=accuracy,
-        test_loss=loss,
+        **common,
         epsilon=statement.epsilon,
         delta=plan.delta,
         noise_multiplier=plan.noise_multiplier,
-        sampling_rate=plan.sampling_rate,
-        steps=steps_done,
-        planned_steps=plan.steps,
         accountant=statement.accountant,
         epsilons=accounts.final(),
         best_order=accounts.curves["rdp"].final_order,
         order_at_edge=accounts.curves["rdp"].order_at_edge,
         privacy_statement=statement.text(),
-        stopped_early=steps_done < plan.steps,
-        seconds=time.perf_counter() - started,
-        device=str(device),
     )
 
 
-__all__ = ["DpSgdPlan", "StepRecord", "TrainResult", "evaluate", "pick_device", "train"]
+__all__ = ["StepRecord", "TrainResult", "evaluate", "pick_device", "train"]

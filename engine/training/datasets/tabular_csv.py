@@ -1,0 +1,384 @@
+"""A user's CSV upload (dataset name `csv:PATH`), encoded with a schema the user declares.
+
+The file is UTF-8 (a byte-order mark is allowed), comma-separated, with a header row; cells are
+stripped of surrounding whitespace and blank lines are skipped. The schema (a JSON object, kept in
+the run spec under `schema`) names the target column and its classes, numeric columns with their
+[low, high] bounds, and categorical columns with their category lists:
+
+    {"target": "income", "classes": ["<=50K", ">50K"],
+     "numeric": {"age": [17, 90], "hours-per-week": [1, 99]},
+     "categorical": {"sex": ["Female", "Male"], "workclass": ["Private", "State-gov"]},
+     "test_fraction": 0.2}
+
+Preprocessing never looks at the private data: numeric values are clipped to the declared bounds
+and scaled to [0, 1]; categorical values are one-hot encoded against the declared list (a value
+not in it, or an empty cell, encodes as all zeros). Features are the numeric columns in declared
+order, then the one-hot blocks in declared order. Columns the schema does not mention are ignored.
+The number of rows is treated as public, as for every dataset size, and the train/test split is a
+fixed-seed permutation of the row indices.
+"""
+
+import csv
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from engine.training.datasets.base import Dataset, DatasetInfo
+from engine.training.datasets.files import DatasetError
+
+CSV_PREFIX = "csv:"
+MAX_CSV_BYTES = 200_000_000  # 200 MB
+MAX_CSV_FEATURES = 10_000
+CSV_SPLIT_SEED = 20_260_102  # a public constant: the split does not depend on the data
+CSV_DEFAULT_TEST_FRACTION = 0.2
+CSV_MAX_TEST_FRACTION = 0.9
+SCHEMA_KEYS = ("target", "classes", "numeric", "categorical", "test_fraction")
+
+
+class CsvSchemaError(ValueError):
+    """A declared CSV schema is invalid; `field` is the path inside the schema (e.g. "schema.numeric.age")."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(frozen=True, kw_only=True)
+class CsvSchema:
+    target: str
+    classes: tuple[str, ...]
+    numeric: tuple[tuple[str, float, float], ...] = ()  # (column, low, high)
+    categorical: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (column, categories)
+    test_fraction: float = CSV_DEFAULT_TEST_FRACTION
+
+    @property
+    def n_features(self) -> int:
+        return len(self.numeric) + sum(len(categories) for _, categories in self.categorical)
+
+    @property
+    def feature_names(self) -> list[str]:
+        """One name per feature column: the numeric column, or `column=category` for a one-hot column."""
+        names = [name for name, _, _ in self.numeric]
+        names += [f"{name}={category}" for name, categories in self.categorical for category in categories]
+        return names
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, which `parse_csv_schema` reads back to an equal schema."""
+        return {
+            "target": self.target,
+            "classes": list(self.classes),
+            "numeric": {name: [low, high] for name, low, high in self.numeric},
+            "categorical": {name: list(categories) for name, categories in self.categorical},
+            "test_fraction": self.test_fraction,
+        }
+
+
+# ---------------------------------------------------------------- schema validation
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _name(field: str, value: Any, what: str = "a column name") -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise CsvSchemaError(field, f"expected {what} (a non-empty string), got {value!r}")
+    return value.strip()
+
+
+def _string_list(field: str, value: Any, *, minimum: int, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or len(value) < minimum:
+        raise CsvSchemaError(field, f"expected a list of at least {minimum} {what} (non-empty strings), got {value!r}")
+    items = tuple(_name(f"{field}[{i}]", item, what) for i, item in enumerate(value))
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        if item in seen:
+            raise CsvSchemaError(f"{field}[{i}]", f"{item!r} is listed twice; {what} must be unique")
+        seen.add(item)
+    return items
+
+
+def _columns(field: str, value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise CsvSchemaError(field, f"expected an object mapping column names to declarations, got {value!r}")
+    return value
+
+
+def parse_csv_schema(raw: Mapping[str, Any]) -> CsvSchema:
+    """Validate a JSON schema object; CsvSchemaError names the field and what it allows."""
+    if not isinstance(raw, Mapping):
+        raise CsvSchemaError("schema", f"expected an object, got {type(raw).__name__}")
+    for key in raw:
+        if key not in SCHEMA_KEYS:
+            raise CsvSchemaError(f"schema.{key}", f"unknown key; allowed keys: {', '.join(SCHEMA_KEYS)}")
+    if "target" not in raw:
+        raise CsvSchemaError("schema.target", "required: the name of the label column")
+    target = _name("schema.target", raw["target"])
+    if "classes" not in raw:
+        raise CsvSchemaError("schema.classes", "required: the list of the target's values (at least 2)")
+    classes = _string_list("schema.classes", raw["classes"], minimum=2, what="class values")
+
+    used: dict[str, str] = {target: "schema.target"}
+
+    def column(field: str, name: Any) -> str:
+        checked = _name(field, name)
+        if checked in used:
+            raise CsvSchemaError(field, f"column {checked!r} is already declared as {used[checked]}")
+        used[checked] = field
+        return checked
+
+    numeric = []
+    for name, bounds in _columns("schema.numeric", raw.get("numeric", {})).items():
+        field = f"schema.numeric.{name}"
+        checked = column(field, name)
+        if (
+            not isinstance(bounds, list | tuple)
+            or len(bounds) != 2
+            or not all(_is_number(b) and math.isfinite(b) for b in bounds)
+            or not bounds[0] < bounds[1]
+        ):
+            raise CsvSchemaError(field, f"expected [low, high], finite numbers with low < high, got {bounds!r}")
+        numeric.append((checked, float(bounds[0]), float(bounds[1])))
+    categorical = []
+    for name, categories in _columns("schema.categorical", raw.get("categorical", {})).items():
+        field = f"schema.categorical.{name}"
+        categorical.append((column(field, name), _string_list(field, categories, minimum=1, what="categories")))
+    if not numeric and not categorical:
+        raise CsvSchemaError("schema", "declare at least one feature column under numeric or categorical")
+    test_fraction = raw.get("test_fraction", CSV_DEFAULT_TEST_FRACTION)
+    if not _is_number(test_fraction) or not 0 < test_fraction <= CSV_MAX_TEST_FRACTION:
+        raise CsvSchemaError("schema.test_fraction", f"expected a number in (0, {CSV_MAX_TEST_FRACTION}], "
+                             f"got {test_fraction!r}")  # fmt: skip
+    schema = CsvSchema(target=target, classes=classes, numeric=tuple(numeric), categorical=tuple(categorical),
+                       test_fraction=float(test_fraction))  # fmt: skip
+    if schema.n_features > MAX_CSV_FEATURES:
+        raise CsvSchemaError("schema", f"{schema.n_features} feature columns, more than the limit {MAX_CSV_FEATURES}")
+    return schema
+
+
+# ---------------------------------------------------------------- reading the file
+
+
+def _decoded_lines(path: Path, handle: BinaryIO) -> Iterator[str]:
+    """The file's lines as text; a line that is not UTF-8 raises an error naming it."""
+    for number, raw in enumerate(handle, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(f"{path}: line {number} is not valid UTF-8 (byte {exc.start + 1} of the line); "
+                               "save the file as UTF-8") from None  # fmt: skip
+        yield text.removeprefix("\ufeff") if number == 1 else text
+
+
+@contextmanager
+def _csv_rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, list[str]]]]]:
+    """(header, rows): rows yields (line number, stripped cells) and checks every row's field count."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read the CSV file ({exc.strerror or exc})") from exc
+    if not path.is_file():
+        raise DatasetError(f"{path}: not a file")
+    if size > MAX_CSV_BYTES:
+        raise DatasetError(f"{path}: the file has {size:,} bytes, more than the limit of {MAX_CSV_BYTES:,}")
+    with open(path, "rb") as handle:
+        reader = csv.reader(_decoded_lines(path, handle), strict=True)
+
+        def rows() -> Iterator[tuple[int, list[str]]]:
+            try:
+                for cells in reader:
+                    if not cells:
+                        continue  # a blank line
+                    yield reader.line_num, [cell.strip() for cell in cells]
+            except csv.Error as exc:
+                raise DatasetError(f"{path}: line {reader.line_num}: malformed CSV ({exc})") from exc
+
+        body = rows()
+        first = next(body, None)
+        if first is None:
+            raise DatasetError(f"{path}: the file is empty; expected a header row, then data rows")
+        header = first[1]
+        columns: dict[str, int] = {}
+        for index, name in enumerate(header):
+            if name and name in columns:
+                raise DatasetError(f"{path}: line {first[0]}: duplicate column name {name!r} in the header "
+                                   f"(columns {columns[name] + 1} and {index + 1})")  # fmt: skip
+            columns[name] = index
+
+        def checked() -> Iterator[tuple[int, list[str]]]:
+            for line, cells in body:
+                if len(cells) != len(header):
+                    raise DatasetError(f"{path}: line {line} has {len(cells)} fields, expected {len(header)} "
+                                       "as in the header")  # fmt: skip
+                yield line, cells
+
+        yield header, checked()
+
+
+def _column_index(path: Path, header: list[str], name: str) -> int:
+    try:
+        return header.index(name)
+    except ValueError:
+        raise DatasetError(f"{path}: no column {name!r} in the header") from None
+
+
+def _split_sizes(path: Path, n_rows: int, test_fraction: float) -> tuple[int, int]:
+    if n_rows == 0:
+        raise DatasetError(f"{path}: the file has a header but no data rows")
+    n_test = round(n_rows * test_fraction)
+    if n_test < 1 or n_test >= n_rows:
+        raise DatasetError(f"{path}: {n_rows} data rows are too few for a train and a test split at "
+                           f"test_fraction {test_fraction}")  # fmt: skip
+    return n_rows - n_test, n_test
+
+
+def _as_path(path: str | Path) -> Path:
+    return Path(path)
+
+
+def csv_dataset_info(path: str | Path, schema: CsvSchema) -> DatasetInfo:
+    """Public facts about an upload: reads the header and counts rows (the size is treated as public)."""
+    path = _as_path(path)
+    with _csv_rows(path) as (header, rows):
+        for name in (schema.target, *(n for n, _, _ in schema.numeric), *(n for n, _ in schema.categorical)):
+            _column_index(path, header, name)
+        n_rows = sum(1 for _ in rows)
+    n_train, n_test = _split_sizes(path, n_rows, schema.test_fraction)
+    return DatasetInfo(
+        name=CSV_PREFIX + str(path),
+        title=f"CSV upload ({path.name})",
+        n_train=n_train,
+        n_test=n_test,
+        n_classes=len(schema.classes),
+        n_features=schema.n_features,
+        description=f"Your upload {path.name}: predict {schema.target!r} ({len(schema.classes)} classes) "
+        f"from {len(schema.numeric) + len(schema.categorical)} declared columns.",
+        source="your upload",
+        load=lambda data_dirs: load_csv(path, schema),
+    )
+
+
+def load_csv(path: str | Path, schema: CsvSchema) -> Dataset:
+    """Encode the upload with the declared schema only; every bad cell raises an error naming line and column."""
+    path = _as_path(path)
+    class_index = {name: i for i, name in enumerate(schema.classes)}
+    with _csv_rows(path) as (header, rows):
+        target = _column_index(path, header, schema.target)
+        numeric = [(_column_index(path, header, name), name) for name, _, _ in schema.numeric]
+        categorical = [
+            (_column_index(path, header, name), {c: i for i, c in enumerate(categories)})
+            for name, categories in schema.categorical
+        ]
+        labels: list[int] = []
+        values: list[float] = []  # row-major (rows, numeric columns)
+        codes: list[int] = []  # row-major (rows, categorical columns); -1 encodes as all zeros
+        for line, cells in rows:
+            label = class_index.get(cells[target])
+            if label is None:
+                raise DatasetError(f"{path}: line {line}: target value {cells[target][:60]!r} is not one of the "
+                                   f"declared classes {list(schema.classes)}")  # fmt: skip
+            labels.append(label)
+            for index, name in numeric:
+                cell = cells[index]
+                try:
+                    value = float(cell)
+                except ValueError:
+                    value = math.nan
+                if not math.isfinite(value):
+                    problem = "is empty" if not cell else f"holds {cell[:60]!r}, not a finite number"
+                    raise DatasetError(f"{path}: line {line}, column {name!r}: the numeric cell {problem}")
+                values.append(value)
+            codes.extend(mapping.get(cells[index], -1) for index, mapping in categorical)
+    n_train, n_test = _split_sizes(path, len(labels), schema.test_fraction)
+    n_rows = len(labels)
+    x = np.zeros((n_rows, schema.n_features), dtype=np.float32)
+    if numeric:
+        raw = np.asarray(values, dtype=np.float64).reshape(n_rows, len(numeric))
+        low = np.array([b[1] for b in schema.numeric])
+        high = np.array([b[2] for b in schema.numeric])
+        x[:, : len(numeric)] = (np.clip(raw, low, high) - low) / (high - low)
+    if categorical:
+        code = np.asarray(codes, dtype=np.int64).reshape(n_rows, len(categorical))
+        offset = len(numeric)
+        for j, (_, categories) in enumerate(schema.categorical):
+            present = code[:, j] >= 0
+            x[np.flatnonzero(present), offset + code[present, j]] = 1.0
+            offset += len(categories)
+    y = np.asarray(labels, dtype=np.int64)
+    order = np.random.default_rng(CSV_SPLIT_SEED).permutation(n_rows)
+    test, train = order[:n_test], order[n_test:]
+    assert len(train) == n_train
+    return Dataset(name=CSV_PREFIX + str(path), x_train=x[train], y_train=y[train], x_test=x[test], y_test=y[test],
+                   n_classes=len(schema.classes))  # fmt: skip
+
+
+# ---------------------------------------------------------------- a suggested schema for the preview
+
+
+def _sorted_values(values: set[str]) -> list[str]:
+    try:
+        return sorted(values, key=float)
+    except ValueError:
+        return sorted(values)
+
+
+def infer_csv_schema(path: str | Path, target: str, max_categories: int = 20) -> dict[str, Any]:
+    """A SUGGESTED schema for the preview UI, in the form `parse_csv_schema` reads, with numeric bounds null.
+
+    A column whose every cell is a number is suggested as numeric, with bounds [null, null]: the user
+    must declare them (bounds taken from the data would leak it). Any other column with at most
+    `max_categories` distinct non-empty values is suggested as categorical with the values seen;
+    the rest (free text, identifiers, empty columns) are left out, i.e. ignored.
+
+    Privacy: the categories and classes here are read from the private data itself; they are for the
+    uploader's preview only and must not be released or logged as if they were public.
+    """
+    if not isinstance(max_categories, int) or max_categories < 2:
+        raise ValueError(f"max_categories must be an integer ≥ 2, got {max_categories!r}")
+    path = _as_path(path)
+    with _csv_rows(path) as (header, rows):
+        target_index = _column_index(path, header, target)
+        numeric = [True] * len(header)
+        empty = [False] * len(header)
+        seen: list[set[str] | None] = [set() for _ in header]  # None once a column has too many values
+        n_rows = 0
+        for _, cells in rows:
+            n_rows += 1
+            for j, cell in enumerate(cells):
+                if not cell:
+                    empty[j] = True
+                    numeric[j] = False
+                    continue
+                if numeric[j]:
+                    try:
+                        numeric[j] = math.isfinite(float(cell))
+                    except ValueError:
+                        numeric[j] = False
+                values = seen[j]
+                if values is not None and cell not in values:
+                    values.add(cell)
+                    if len(values) > max_categories:
+                        seen[j] = None
+    if n_rows == 0:
+        raise DatasetError(f"{path}: the file has a header but no data rows")
+    classes = seen[target_index]
+    if classes is None:
+        raise DatasetError(f"{path}: the target column {target!r} has more than {max_categories} distinct values; "
+                           "it does not look like a class label")  # fmt: skip
+    if len(classes) < 2:
+        raise DatasetError(f"{path}: the target column {target!r} has fewer than 2 distinct non-empty values")
+    suggestion: dict[str, Any] = {"target": target, "classes": _sorted_values(classes), "numeric": {},
+                                  "categorical": {}, "test_fraction": CSV_DEFAULT_TEST_FRACTION}  # fmt: skip
+    for j, name in enumerate(header):
+        if j == target_index or not name:
+            continue
+        if numeric[j] and not empty[j]:
+            suggestion["numeric"][name] = [None, None]
+        elif seen[j]:
+            suggestion["categorical"][name] = _sorted_values(seen[j])
+    return suggestion

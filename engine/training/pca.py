@@ -1,0 +1,40 @@
+"""DP-PCA input projection (seed 003; Abadi et al. 2016, §4): normalize every input to unit L2
+norm, release the covariance A = Σᵢ xᵢxᵢᵀ with symmetric Gaussian noise, and project all inputs on
+the top k eigenvectors of the noisy A.
+
+Privacy: adding or removing one unit-norm x changes A by xxᵀ, whose Frobenius norm is ‖x‖² = 1, and
+the upper triangle (diagonal included) that is actually released has L2 norm ≤ 1. Noise N(0, σ_p²)
+on each upper-triangle entry, mirrored below, is therefore one Gaussian release with noise
+multiplier σ_p (`dp_pca_event`), charged once, up front, by the plan's ledger. The eigenvectors
+are post-processing; the unit-norm scaling is a per-example map that looks at no other example.
+"""
+
+import torch
+from torch import Tensor
+
+
+def normalize_rows(x: Tensor) -> Tensor:
+    """Every row scaled to unit L2 norm (an all-zero row stays zero)."""
+    return x / torch.linalg.vector_norm(x, dim=1, keepdim=True).clamp(min=1e-12)
+
+
+def symmetric_gaussian(d: int, std: float, generator: torch.Generator) -> Tensor:
+    """A symmetric d×d matrix whose upper triangle (with the diagonal) is i.i.d. N(0, std²)."""
+    noise = torch.randn(d, d, generator=generator, dtype=torch.float64) * std
+    upper = torch.triu(noise)
+    return upper + torch.triu(noise, diagonal=1).T
+
+
+def pca_projection(x_unit: Tensor, dims: int, *, noise_multiplier: float | None, generator: torch.Generator) -> Tensor:
+    """The d×k matrix of the top-k eigenvectors of Σᵢ xᵢxᵢᵀ (+ symmetric noise of std σ_p if private)."""
+    x64 = x_unit.to(torch.float64).cpu()
+    covariance = x64.T @ x64
+    if noise_multiplier is not None:
+        covariance += symmetric_gaussian(covariance.shape[0], noise_multiplier, generator)
+    _, vectors = torch.linalg.eigh(covariance)  # ascending eigenvalues
+    return vectors[:, -dims:].flip(1).to(x_unit.dtype)
+
+
+def project(x: Tensor, projection: Tensor) -> Tensor:
+    """Unit-normalize, then project: ‖result‖ ≤ 1 since the projection's columns are orthonormal."""
+    return normalize_rows(x) @ projection.to(x.device)

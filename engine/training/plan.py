@@ -1,0 +1,181 @@
+"""The training plan: the frozen bundle of the numbers a run trains with and the privacy ledger that
+accounts for exactly those numbers, so what is trained and what is charged cannot drift apart.
+
+One plan type serves every algorithm; `Algorithm` decides how lots are drawn and what each step
+releases:
+
+- dpsgd (seeds 001, 003): Poisson lots of expected size L (q = L/N); per step one sampled Gaussian
+  release of the clipped gradient sum, σ·C noise.
+- noisy_gd (seed 000): every step uses the whole training set: one Gaussian release per step, and
+  up front one Laplace release of the example count (sensitivity 1) used as the denominator.
+- nonprivate: shuffled batches of L, no ledger.
+
+DP-PCA (seed 003) adds one up-front Gaussian release of the covariance of L2-normalized inputs.
+"""
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from engine.privacy import (
+    PrivacyLedger,
+    Release,
+    calibrate_sigma,
+    dp_pca_event,
+    dpsgd_step_event,
+    gaussian_event,
+    laplace_event,
+)
+from engine.training.schedules import CONSTANT, Schedule
+from engine.training.spec import Algorithm, RunSpec, spec_dataset_info
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingPlan:
+    algorithm: Algorithm
+    n_train: int
+    steps: int
+    lot_size: int  # expected lot size L (N for full batch): a public constant, the denominator of an update
+    delta: float | None = None
+    noise_multiplier: float | None = None  # base σ: noise std is σ·C
+    clip_norm: float | None = None  # base C
+    noise_phases: tuple[tuple[float, int], ...] = ()  # (σ multiplier, number of steps), in order
+    clipping: str | None = None  # flat | per_layer (dpsgd), gradient | input (noisy_gd)
+    clip_schedule: Schedule = CONSTANT
+    count_epsilon: float | None = None  # noisy GD: the Laplace count's ε (scale 1/ε)
+    pca_dims: int | None = None
+    pca_noise: float | None = None  # DP-PCA: σ_p on the covariance (sensitivity 1)
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def private(self) -> bool:
+        return self.algorithm.private
+
+    @property
+    def full_batch(self) -> bool:
+        return self.algorithm is Algorithm.NOISY_GD
+
+    @property
+    def sampling_rate(self) -> float:
+        return self.lot_size / self.n_train
+
+    @property
+    def steps_per_epoch(self) -> float:
+        return self.n_train / self.lot_size
+
+    @property
+    def noise_std(self) -> float | None:
+        """σ·C at the first step."""
+        return None if self.noise_multiplier is None else self.noise_multiplier * self.clip_norm
+
+    def epoch_of(self, step: int) -> float:
+        """Epochs completed after `step` steps (an epoch is N/L steps)."""
+        return step / self.steps_per_epoch
+
+    def noise_multiplier_at(self, step: int) -> float:
+        """σ of step `step` (1-based)."""
+        done = 0
+        for factor, count in self.noise_phases:
+            done += count
+            if step <= done:
+                return self.noise_multiplier * factor
+        raise ValueError(f"step {step} is beyond the plan's {self.steps} steps")
+
+    def clip_norm_at(self, step: int) -> float:
+        """C of step `step` (1-based): the schedule's value at the epoch the step starts in."""
+        return self.clip_norm * self.clip_schedule.factor_at(self.epoch_of(step - 1))
+
+    def upfront(self) -> tuple[Release, ...]:
+        releases = []
+        if self.pca_noise is not None:
+            releases.append(Release(event=dp_pca_event(noise_multiplier=self.pca_noise), label=(
+                f"DP-PCA to {self.pca_dims} dimensions (Gaussian noise σ_p = {self.pca_noise:g} on the covariance "
+                "of L2-normalized inputs)")))  # fmt: skip
+        if self.count_epsilon is not None:
+            releases.append(Release(event=laplace_event(scale=1.0 / self.count_epsilon), label=(
+                f"noisy example count (Laplace, ε = {self.count_epsilon:g})")))  # fmt: skip
+        return tuple(releases)
+
+    def step_release(self, sigma: float, count: int) -> Release:
+        if self.algorithm is Algorithm.NOISY_GD:
+            return Release(event=gaussian_event(noise_multiplier=sigma), count=count, label=(
+                f"noisy GD step (Gaussian noise σ = {sigma:.4g} on the full-batch gradient sum, "
+                f"{self._clipping_words()})"))  # fmt: skip
+        return Release(
+            event=dpsgd_step_event(sampling_rate=self.sampling_rate, noise_multiplier=sigma), count=count,
+            label=(f"DP-SGD step (Gaussian noise σ = {sigma:.4g}, {self._clipping_words()}, "
+                   f"Poisson lots q = {self.sampling_rate:.4g})"),
+        )  # fmt: skip
+
+    def _clipping_words(self) -> str:
+        if self.clipping == "input":
+            return f"inputs clipped to L2 norm b = {self.clip_norm:g}, so each gradient has norm ≤ b"
+        if self.clipping == "per_layer":
+            return f"gradients clipped per layer, thresholds whose squares sum to C² = {self.clip_norm:g}²"
+        return f"gradients clipped to L2 norm {self.clip_norm:g}"
+
+    def ledger(self, steps: int | None = None) -> PrivacyLedger | None:
+        """The privacy ledger of the first `steps` steps (all of them by default); None if not private."""
+        if not self.private:
+            return None
+        phases = tuple(self.step_release(self.noise_multiplier * f, n) for f, n in self.noise_phases)
+        ledger = PrivacyLedger(phases=phases, upfront=self.upfront(), notes=self.notes)
+        return ledger if steps is None else ledger.truncated(steps)
+
+    def summary(self) -> dict[str, Any]:
+        """The public numbers of the plan, as stored beside the run."""
+        out = {
+            "algorithm": self.algorithm.value, "n_train": self.n_train, "steps": self.steps,
+            "expected_lot_size": self.lot_size, "sampling_rate": self.sampling_rate, "delta": self.delta,
+            "noise_multiplier": self.noise_multiplier, "clip_norm": self.clip_norm, "noise_std": self.noise_std,
+            "count_epsilon": self.count_epsilon, "pca_dims": self.pca_dims, "pca_noise": self.pca_noise,
+        }  # fmt: skip
+        if len(self.noise_phases) > 1:
+            out["noise_phases"] = [list(p) for p in self.noise_phases]
+        return {k: v for k, v in out.items() if v is not None}
+
+
+def steps_for(*, epochs: float, n_train: int, lot_size: int) -> int:
+    """Number of steps: an epoch is N/L steps of expected lot size L."""
+    return max(1, math.ceil(epochs * n_train / lot_size - 1e-9))
+
+
+def plan_run(spec: RunSpec, *, n_train: int) -> TrainingPlan:
+    """The plan of a spec; with a target ε, σ is the smallest meeting it by the RDP accountant for the
+    whole ledger (up-front releases included)."""
+    algorithm = Algorithm(spec.algorithm)
+    lot_size = n_train if algorithm is Algorithm.NOISY_GD else spec.lot_size
+    steps = steps_for(epochs=spec.epochs, n_train=n_train, lot_size=lot_size)
+    if not algorithm.private:
+        return TrainingPlan(algorithm=algorithm, n_train=n_train, steps=steps, lot_size=lot_size,
+                            pca_dims=spec.pca_dims)  # fmt: skip
+    base = TrainingPlan(
+        algorithm=algorithm,
+        n_train=n_train,
+        steps=steps,
+        lot_size=lot_size,
+        delta=spec.delta,
+        noise_multiplier=spec.noise_multiplier or 1.0,
+        clip_norm=spec.clip_norm,
+        noise_phases=spec.noise_schedule.phases(steps, lambda t: (t - 1) * lot_size / n_train),
+        clipping=spec.clipping,
+        clip_schedule=spec.clip_schedule,
+        count_epsilon=spec.count_epsilon,
+        pca_dims=spec.pca_dims,
+        pca_noise=spec.pca_noise,
+    )
+    if spec.noise_multiplier is not None:
+        return base
+    sigma = calibrate_sigma(
+        lambda s: _with_sigma(base, s).ledger(), target_epsilon=spec.target_epsilon, delta=spec.delta
+    )
+    return _with_sigma(base, sigma)
+
+
+def plan_spec(spec: RunSpec) -> TrainingPlan:
+    """The plan of a spec on its dataset's public size (no data is read)."""
+    return plan_run(spec, n_train=spec_dataset_info(spec).n_train)
+
+
+def _with_sigma(plan: TrainingPlan, sigma: float) -> TrainingPlan:
+    return replace(plan, noise_multiplier=sigma)
