@@ -1,67 +1,245 @@
-"""Utility suite: the acceptance run (digits, logistic regression, ε = 3), seed 000's Adult logistic
-regression and MNIST / Fashion-MNIST logistic regression (target ε = 1), each beside scikit-learn's
-non-private logistic regression on the same split (the price of privacy). Runs that need a dataset
-copy are measured when one is found (`DPLAB_DATA_DIR`); `--quick` runs Adult only."""
+"""Utility suite: test accuracy against ε, each figure with the ε of its privacy ledger (the tightest
+accountant's, up-front releases included) and its wall time. The runs are data (`bench.utility_runs`):
 
+- the acceptance run (digits, logistic regression, ε = 3, median of 5 seeds) and the single-dataset
+  presets (Adult, MNIST, Fashion-MNIST logistic regression), each beside scikit-learn's non-private
+  logistic regression on the same split (the price of privacy);
+- seed 003: Abadi et al. 2016's MNIST table (DP-PCA 60 + MLP 1000; ε = 0.5 / 2 / 8), each row trained
+  for as many epochs as its budget allows (capped to bound the wall time);
+- tuned runs: Tramèr & Boneh 2021's ScatterNet + linear on MNIST (ε = 1, 3) and Fashion-MNIST (ε = 3);
+- seed 000: noisy gradient descent on Adult at ε from 0.01 to 2 (gradient and input clipping) beside
+  the non-private full-batch "hand GD" and scikit-learn;
+- Opacus's MNIST example settings on our CNN.
+
+A run with a target adds a `met_target_…` figure (1 = the accuracy target is met within the ε
+budget). Tuned runs carry a caveat: their hyperparameters were chosen by test accuracy, a release no
+ε here accounts for. Runs that need a dataset copy are skipped with a message when none is found
+(`DPLAB_DATA_DIR`). `--quick` keeps digits (1 seed), the Adult runs and a 3-epoch seed-003 row.
+The first ScatterNet run computes the features of 70,000 images (minutes on a CPU) and caches them
+in the data home. On a 2-core machine `--threads 1` is usually faster than torch's default.
+"""
+
+import os
 import statistics
 import sys
+import time
+from dataclasses import dataclass
+from typing import Any
 
-from sklearn.linear_model import LogisticRegression
-
+from bench.utility_runs import (
+    ACCEPTANCE_SPEC,
+    HAND_GD,
+    NOISY_GD,
+    OPACUS,
+    PRESETS,
+    SEED003,
+    TUNED,
+    TUNING_CAVEAT,
+    Run,
+)
 from engine.jobs import default_data_dirs
-from engine.training import DatasetError, load_dataset, parse_spec, train
+from engine.privacy import SIGMA_MAX, UnreachableTargetError, max_steps, panel
+from engine.training import (
+    Dataset,
+    DatasetError,
+    TrainingPlan,
+    TrainResult,
+    dataset_info,
+    load_dataset,
+    parse_spec,
+    plan_run,
+)
+from engine.training import train as train_spec
+from engine.training.baselines import sklearn_logistic_regression
 
-ACCEPTANCE_SPEC = {
-    "dataset": "digits", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 3.0, "delta": 1e-5,
-    "clip_norm": 1.0, "lot_size": 64, "epochs": 20, "lr": 2.0, "seed": 0,
-}  # fmt: skip
+SECTIONS: list[tuple[str, list[Run]]] = [
+    ("presets", PRESETS),
+    ("seed 003 (Abadi et al. 2016)", SEED003),
+    ("tuned (Tramèr & Boneh 2021)", TUNED),
+    ("seed 000 (noisy GD, Near & Abuah)", [*NOISY_GD, HAND_GD]),
+    ("Opacus MNIST example", OPACUS),
+]
+BASELINE_DATASETS = ("adult", "mnist", "fashion-mnist")  # scikit-learn's non-private logistic regression
+BUDGET_ACCOUNTANTS = ("pld", "rdp")  # a budget is filled by whichever allows more steps
+MAX_SPEC_EPOCHS = 1000  # the spec's upper bound: how far a budget is searched
+SLOW = os.environ.get("DPLAB_BENCH_SLOW") == "1"  # also train the runs marked slow (hours on a CPU)
 
 
-# Runs that need a dataset copy (`DPLAB_DATA_DIR`): (figure prefix, spec), each beside scikit-learn.
-DATA_RUNS = [
-    ("adult_logreg_eps1", {
-        "dataset": "adult", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 1.0, "delta": 1e-6,
-        "clip_norm": 1.0, "lot_size": 256, "epochs": 5, "lr": 1.0, "seed": 0,
-    }),
-    ("mnist_logreg_eps1", {
-        "dataset": "mnist", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 1.0, "delta": 1e-5,
-        "clip_norm": 1.0, "lot_size": 512, "epochs": 5, "lr": 4.0, "seed": 0,
-    }),
-    ("fashion-mnist_logreg_eps1", {
-        "dataset": "fashion-mnist", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 1.0, "delta": 1e-5,
-        "clip_norm": 1.0, "lot_size": 512, "epochs": 5, "lr": 4.0, "seed": 0,
-    }),
-]  # fmt: skip
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    """The epochs a run trains when it fills an ε budget."""
+
+    epochs: float  # trained: min(within budget, cap)
+    epochs_within_budget: float  # the most the budget allows (up to MAX_SPEC_EPOCHS)
+    accountant: str  # the accountant that allowed them
+    capped: bool  # the time cap, not the budget, set the epochs
+
+    def fields(self) -> dict[str, Any]:
+        return {"epochs_within_budget": self.epochs_within_budget, "budget_accountant": self.accountant,
+                "epochs_capped": self.capped}  # fmt: skip
+
+
+class Datasets:
+    """Each dataset loaded once per suite run; None (with a message) when no copy is found."""
+
+    def __init__(self) -> None:
+        self.dirs = default_data_dirs()
+        self.loaded: dict[str, Dataset | None] = {}
+
+    def get(self, name: str) -> Dataset | None:
+        if name not in self.loaded:
+            try:
+                self.loaded[name] = load_dataset(name, self.dirs)
+            except DatasetError as exc:
+                print(f"bench: runs on {name} skipped ({exc})", file=sys.stderr)
+                self.loaded[name] = None
+        return self.loaded[name]
 
 
 def run(quick: bool = False) -> list[dict]:
+    datasets = Datasets()
     records = digits(quick)
-    for prefix, spec in DATA_RUNS[:1] if quick else DATA_RUNS:
-        records += with_data(prefix, spec)
+    records += baselines(datasets, BASELINE_DATASETS[:1] if quick else BASELINE_DATASETS)
+    for _, runs in SECTIONS:
+        for item in runs:
+            if quick and not item.quick:
+                continue
+            records += measure(item, datasets, quick=quick) if SLOW or not item.slow else epsilon_only(item)
+    print(summary_table(records), file=sys.stderr)
     return records
 
 
-def with_data(prefix: str, spec: dict) -> list[dict]:
-    try:
-        data = load_dataset(spec["dataset"], default_data_dirs())
-    except DatasetError as exc:
-        print(f"bench: {prefix} skipped ({exc})", file=sys.stderr)
+# --- One run -------------------------------------------------------------------------------------------
+
+
+def measure(item: Run, datasets: Datasets, *, quick: bool) -> list[dict]:
+    data = datasets.get(item.spec["dataset"])
+    if data is None:
         return []
-    result = train(parse_spec(spec), dataset=data)
-    baseline = LogisticRegression(max_iter=1000).fit(data.x_train, data.y_train).score(data.x_test, data.y_test)
-    return [
-        {"name": f"utility/{prefix}/test_accuracy", "value": result.test_accuracy, "unit": "accuracy"},
-        {"name": f"utility/{prefix}/epsilon_{result.accountant}", "value": result.epsilon, "unit": "ε"},
-        {"name": f"utility/{prefix}/seconds", "value": result.seconds, "unit": "s"},
-        {"name": f"utility/{spec['dataset']}/sklearn_nonprivate_accuracy", "value": baseline, "unit": "accuracy"},
+    shortened = quick and item.quick_epochs is not None
+    started = time.perf_counter()
+    spec, plan, budget = resolve(item, n_train=len(data.x_train), quick=quick)
+    planning_s = time.perf_counter() - started
+    result = train_spec(parse_spec(spec), data_dirs=datasets.dirs, dataset=data, plan=plan)
+    return run_records(item, spec, result, budget=budget, planning_s=planning_s, check_target=not shortened)
+
+
+def epsilon_only(item: Run) -> list[dict]:
+    """A slow run's ε at its settings, from its ledger alone (the dataset's public size; nothing trained)."""
+    plan = plan_run(parse_spec(item.spec), n_train=dataset_info(item.spec["dataset"]).n_train)
+    accounts = panel(plan.ledger(), delta=plan.delta)
+    accountant, epsilon = accounts.tightest()
+    print(f"bench: {item.name} not trained (DPLAB_BENCH_SLOW=1 trains it); its ε only", file=sys.stderr)
+    return [{
+        "name": f"utility/{item.name}/epsilon_{accountant}", "value": epsilon, "unit": "ε", "trained": False,
+        "accountant": accountant, "epsilons": accounts.final(), "epochs": item.spec["epochs"], "steps": plan.steps,
+        "source": item.source, "reported": item.reported, "spec": item.spec,
+    }]  # fmt: skip
+
+
+def resolve(item: Run, *, n_train: int, quick: bool) -> tuple[dict, TrainingPlan, Budget | None]:
+    """The spec as trained (epochs filled in), its plan, and the budget that set its epochs if any."""
+    if quick and item.quick_epochs is not None:
+        spec = {**item.spec, "epochs": item.quick_epochs}
+        return spec, plan_run(parse_spec(spec), n_train=n_train), None
+    if item.max_epochs is not None:
+        return fill(item.spec, target_epsilon=item.target_epsilon, max_epochs=item.max_epochs, n_train=n_train)
+    try:
+        return item.spec, plan_run(parse_spec(item.spec), n_train=n_train), None
+    except UnreachableTargetError:
+        # σ would exceed its ceiling: train at the ceiling for as many epochs as the budget allows
+        spec = {k: v for k, v in item.spec.items() if k != "target_epsilon"} | {"noise_multiplier": SIGMA_MAX}
+        return fill(spec, target_epsilon=item.spec["target_epsilon"], max_epochs=item.spec["epochs"], n_train=n_train)
+
+
+def fill(spec: dict, *, target_epsilon: float, max_epochs: float, n_train: int) -> tuple[dict, TrainingPlan, Budget]:
+    """Epochs for a fixed-σ spec: the largest step count with ε ≤ target by the PLD or RDP accountant
+    (whichever allows more), capped at `max_epochs`."""
+    ceiling = plan_run(parse_spec({**spec, "epochs": MAX_SPEC_EPOCHS}), n_train=n_train)
+    steps = {
+        name: max_steps(ceiling.ledger, target_epsilon=target_epsilon, delta=ceiling.delta, accountant_name=name,
+                        limit=ceiling.steps)
+        for name in BUDGET_ACCOUNTANTS
+    }  # fmt: skip
+    accountant = max(steps, key=steps.get)
+    cap = plan_run(parse_spec({**spec, "epochs": max_epochs}), n_train=n_train).steps
+    trained = min(steps[accountant], cap)
+    epochs = trained * ceiling.lot_size / n_train
+    filled = {**spec, "epochs": epochs}
+    plan = plan_run(parse_spec(filled), n_train=n_train)
+    if plan.steps != trained:
+        raise AssertionError(f"{epochs} epochs plan {plan.steps} steps, not {trained}")
+    budget = Budget(epochs=epochs, epochs_within_budget=steps[accountant] * ceiling.lot_size / n_train,
+                    accountant=accountant, capped=steps[accountant] > cap)  # fmt: skip
+    return filled, plan, budget
+
+
+# --- Records ---------------------------------------------------------------------------------------------
+
+
+def run_records(
+    item: Run, spec: dict, result: TrainResult, *, budget: Budget | None, planning_s: float, check_target: bool
+) -> list[dict]:
+    prefix = f"utility/{item.name}"
+    fields: dict[str, Any] = {
+        "epsilon": result.epsilon, "accountant": result.accountant, "epsilons": result.epsilons,
+        "delta": result.delta, "noise_multiplier": result.noise_multiplier, "epochs": spec["epochs"],
+        "steps": result.steps, "seconds": result.seconds, "planning_seconds": planning_s, "source": item.source,
+        "spec": spec,
+    }  # fmt: skip
+    if budget is not None:
+        fields |= budget.fields()
+    if item.reported:
+        fields["reported"] = item.reported
+    if item.note:
+        fields["note"] = item.note
+    if item.tuned:
+        fields["caveat"] = TUNING_CAVEAT
+    met = target_met(item, result) if check_target else None
+    if met is not None:
+        fields |= {"target_accuracy": item.target_accuracy, "target_epsilon": item.target_epsilon, "target_met": met}
+    records = [{"name": f"{prefix}/test_accuracy", "value": result.test_accuracy, "unit": "accuracy", **fields}]
+    if result.epsilon is not None:
+        records.append({"name": f"{prefix}/epsilon_{result.accountant}", "value": result.epsilon, "unit": "ε"})
+    records += [
+        {"name": f"{prefix}/epochs", "value": float(spec["epochs"]), "unit": "epochs", "steps": result.steps},
+        {"name": f"{prefix}/seconds", "value": result.seconds, "unit": "s"},
     ]
+    if met is not None:
+        name = f"{prefix}/met_target_accuracy_{item.target_accuracy:g}_at_epsilon_{item.target_epsilon:g}"
+        records.append({"name": name, "value": float(met), "unit": "1 = yes"})
+    return records
+
+
+def target_met(item: Run, result: TrainResult) -> bool | None:
+    """Whether the run reached its accuracy target within its ε budget (None: it has no target)."""
+    if item.target_accuracy is None:
+        return None
+    within = item.target_epsilon is None or (result.epsilon is not None and result.epsilon <= item.target_epsilon)
+    return bool(result.test_accuracy >= item.target_accuracy and within)
+
+
+def baselines(datasets: Datasets, names: tuple[str, ...]) -> list[dict]:
+    records = []
+    for name in names:
+        data = datasets.get(name)
+        if data is None:
+            continue
+        started = time.perf_counter()
+        baseline = sklearn_logistic_regression(data)
+        records.append({
+            "name": f"utility/{name}/sklearn_nonprivate_accuracy", "value": baseline.test_accuracy,
+            "unit": "accuracy", "majority_class_accuracy": baseline.majority_class_accuracy,
+            "seconds": time.perf_counter() - started,
+        })  # fmt: skip
+    return records
 
 
 def digits(quick: bool) -> list[dict]:
     data = load_dataset("digits")
     seeds = range(1 if quick else 5)
-    results = [train(parse_spec({**ACCEPTANCE_SPEC, "seed": seed}), dataset=data) for seed in seeds]
-    baseline = LogisticRegression(max_iter=2000).fit(data.x_train, data.y_train).score(data.x_test, data.y_test)
+    results = [train_spec(parse_spec({**ACCEPTANCE_SPEC, "seed": seed}), dataset=data) for seed in seeds]
+    baseline = sklearn_logistic_regression(data).test_accuracy
     accuracy = statistics.median(r.test_accuracy for r in results)
     return [
         {"name": "utility/digits_logreg_eps3/test_accuracy", "value": accuracy, "unit": "accuracy",
@@ -71,3 +249,31 @@ def digits(quick: bool) -> list[dict]:
          "unit": "s"},
         {"name": "utility/digits_logreg/sklearn_nonprivate_accuracy", "value": baseline, "unit": "accuracy"},
     ]  # fmt: skip
+
+
+# --- The summary a person reads ----------------------------------------------------------------------------
+
+
+def summary_table(records: list[dict]) -> str:
+    """One line per run: accuracy, ε (accountant), epochs, seconds, target and whether it was met."""
+    lines = [
+        "utility runs (* hyperparameters tuned on the test split, as the papers did; not accounted for in ε):",
+        "| run | accuracy | ε (accountant) | epochs | s | target | met |",
+        "|---|---:|---|---:|---:|---|---|",
+    ]
+    for r in records:
+        if r.get("trained") is False:
+            run_name = r["name"].removeprefix("utility/").rsplit("/", 1)[0]
+            epsilon = f"{r['value']:.3f} ({r['accountant']})"
+            lines.append(f"| {run_name} | not trained | {epsilon} | {r['epochs']:.4g} | | | |")
+            continue
+        if not (r["name"].endswith("/test_accuracy") and "seconds" in r):
+            continue
+        run_name = r["name"].removeprefix("utility/").removesuffix("/test_accuracy") + ("*" if "caveat" in r else "")
+        epsilon = "∞ (non-private)" if r["epsilon"] is None else f"{r['epsilon']:.3f} ({r['accountant']})"
+        epochs = f"{r['epochs']:.4g}" + (" (capped)" if r.get("epochs_capped") else "")
+        target = f"≥ {r['target_accuracy']:g} at ε ≤ {r['target_epsilon']:g}" if "target_met" in r else ""
+        met = {True: "yes", False: "no"}.get(r.get("target_met"), "")
+        cells = (run_name, f"{r['value']:.4f}", epsilon, epochs, f"{r['seconds']:.1f}", target, met)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

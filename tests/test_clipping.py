@@ -141,6 +141,45 @@ def test_cnn_equals_per_example_loop(image_shape, batch):
     assert_equals_loop(model, x, y, median_norm(model, x, y))
 
 
+class Residual(nn.Module):
+    """Logits that are no layer's output: a sum of two branches, one through a conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3, padding=1)
+        self.head = nn.Linear(32, 3)
+        self.skip = nn.Linear(16, 3, bias=False)
+
+    def forward(self, x):
+        h = torch.tanh(self.conv(x.view(-1, 1, 4, 4))).flatten(1)
+        return self.head(h) + self.skip(x)
+
+
+@pytest.mark.parametrize("case", ["output-after-last-layer", "residual", "bias-only-logreg"])
+def test_models_whose_logits_are_not_the_last_layer_output(case):
+    torch.manual_seed(10)
+    if case == "output-after-last-layer":
+        model = nn.Sequential(nn.Linear(16, 5), nn.ReLU(), nn.Linear(5, 3), nn.Tanh())
+    elif case == "residual":
+        model = Residual()
+    else:
+        model = nn.Sequential(nn.Linear(16, 3))
+        model[0].weight.requires_grad_(False)
+    model = model.double()
+    x, y = torch.randn(8, 16, dtype=torch.float64), torch.randint(0, 3, (8,))
+    assert_equals_loop(model, x, y, median_norm(model, x, y))
+
+
+def test_scratch_buffers_are_reused_across_lot_sizes():
+    """Poisson lots change size every step; the conv scratch space must not leak between calls."""
+    torch.manual_seed(11)
+    model = build_model("cnn", n_features=784, n_classes=10, image_shape=(1, 28, 28)).double()
+    x, y = torch.rand(7, 784, dtype=torch.float64), torch.randint(0, 10, (7,))
+    clippers = list(all_clippers(model))
+    for rows in (slice(0, 3), slice(0, 7), slice(2, 4)):
+        assert_equals_loop(model, x[rows], y[rows], 0.05, clippers=clippers)
+
+
 def test_cnn_conv_norm_choice_by_cost():
     """First layer on MNIST: P = 196 positions, D = 64, 16 filters → materialize (P·D·C_out ≪ P²·(D+C_out));
     second: P = 25, D = 256, 32 filters → ghost norm."""
@@ -195,14 +234,21 @@ def test_per_layer_thresholds_split_the_budget():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("clip_norm", [0.7, 1.0, 3.3, 1 / 3])
+@pytest.mark.parametrize("clip_norm", [0.7, 1.0, 3.3, 1 / 3, 1e-3])
 def test_clip_factors_never_exceed_the_threshold(dtype, clip_norm):
+    """cᵢ·‖gᵢ‖ ≤ C holds in floating point (a plain C/‖gᵢ‖ overshoots for about one norm in eight)."""
     torch.manual_seed(7)
-    norms = torch.cat([torch.rand(20000, dtype=dtype) * 10 * clip_norm, torch.zeros(1, dtype=dtype)])
+    c = torch.tensor(clip_norm, dtype=dtype)
+    near = c * (1 + torch.linspace(-1e-5, 1e-5, 2001, dtype=torch.float64).to(dtype))
+    norms = torch.cat([torch.rand(20000, dtype=dtype) * 10 * clip_norm, near, torch.zeros(1, dtype=dtype), c[None]])
     factors = clip_factors(norms, clip_norm)
-    assert bool((factors * norms <= clip_norm).all())
-    assert bool((factors <= 1).all()) and bool((factors[norms <= clip_norm] == 1).all())
-    torch.testing.assert_close(factors, torch.clamp(clip_norm / norms, max=1.0))
+    assert bool(((factors * norms).double() <= clip_norm).all())  # the product as computed, against the exact C
+    assert bool((factors <= 1).all()) and bool((factors[norms <= clip_norm * (1 - 1e-5)] == 1).all())
+    exact = torch.clamp(clip_norm / norms.double(), max=1.0)
+    torch.testing.assert_close(factors.double(), exact, rtol=8 * torch.finfo(dtype).eps, atol=0)
+    layer_norms = torch.stack([norms, norms * (2.1 / clip_norm)], dim=1)
+    products = (clip_factors(layer_norms, (clip_norm, 2.1)) * layer_norms).double()
+    assert bool((products <= torch.tensor([clip_norm, 2.1], dtype=torch.float64)).all())
 
 
 def test_each_example_contributes_at_most_clip_norm():
@@ -224,6 +270,17 @@ def test_empty_lot_gives_zero_gradients(model_name):
         assert all(float(g.abs().sum()) == 0.0 for g in result.grads)
         assert [g.shape for g in result.grads] == [p.shape for p in model.parameters()]
         assert result.norms.shape == result.clipped.shape == (0,)
+
+
+def test_frozen_model_gives_zero_gradients():
+    model = build_model("mlp", n_features=6, n_classes=3, hidden=(4,))
+    model.requires_grad_(False)
+    x, y = torch.randn(5, 6), torch.randint(0, 3, (5,))
+    for clipper in (BookKeepingClipper(model), MaterializedClipper(model)):
+        assert clipper.params == [] and clipper.layer_names == []
+        result = clipper.clipped_sum(x, y, 1.0)
+        assert result.grads == [] and result.norms.shape == (5,) and not bool(result.clipped.any())
+        assert float(result.loss_sum) == pytest.approx(float(F.cross_entropy(model(x), y, reduction="sum")))
 
 
 def test_parameter_free_layers_are_supported():

@@ -5,25 +5,25 @@ clipping (thresholds C₁…C_K, one per parametrized layer) scales layer k's pa
 bias together) by min(1, C_k/‖gᵢₖ‖); a whole per-example gradient then has norm ≤ √(Σₖ C_k²), which
 is the sensitivity to calibrate the noise to (`per_layer_thresholds` splits C so that it is C).
 
-`BookKeepingClipper` (ghost norm + book-keeping; Li et al. 2022, Bu et al. 2023) never materializes
-the per-example gradients of a linear layer. One forward pass stores each layer's input a, one
-backward pass to the layer *outputs* yields every δ = ∂Σℓ/∂z (δᵢ depends on example i alone, as
-no layer mixes examples), then per layer:
+`BookKeepingClipper` (ghost norm + book-keeping; Li et al. 2022, Bu et al. 2023) never builds the
+per-example gradients of a linear layer. One forward pass stores each layer's input a; the gradient
+of Σℓ at the logits is written out (softmax − one-hot), and one backward pass from the logits to
+the layer *outputs* yields every δ = ∂Σℓ/∂z (δᵢ depends on example i alone, as no layer mixes
+examples; a model that is one linear layer needs no backward pass at all). Then per layer:
 
 - ``nn.Linear`` z = a·Wᵀ + b on a 2-D input: gᵢ = δᵢ aᵢᵀ, so ‖gᵢ‖² = ‖aᵢ‖²·‖δᵢ‖² (+ ‖δᵢ‖² for the
   bias), and the clipped sum is one matmul: Σᵢ cᵢ δᵢ aᵢᵀ = (c⊙δ)ᵀ a.
-- ``nn.Conv2d`` (groups = 1, any stride, padding, dilation, padding mode): with Uᵢ = unfold(aᵢ)
-  (D × P, D = C_in·kh·kw, P output positions) and δᵢ as C_out × P, the weight gradient is
-  Gᵢ = δᵢ Uᵢᵀ (C_out × D). Its norm comes one of two ways, whichever takes fewer multiply-adds
-  per example (`conv_norm_method`):
+- ``nn.Conv2d`` (groups = 1, any stride, padding, dilation and padding mode): with Uᵢ the unfolded
+  input (D × P, D = C_in·kh·kw, P output positions; `conv_patches`) and δᵢ as C_out × P, the
+  weight gradient is Gᵢ = δᵢ Uᵢᵀ (C_out × D). Its norm comes one of two ways (`conv_norm_method`
+  picks by multiply-adds per example, the rule of Bu et al. 2023's mixed ghost clipping):
 
   * ghost norm, ‖Gᵢ‖²_F = Σ_{p,p'} (UᵢᵀUᵢ)_{pp'} (δᵢᵀδᵢ)_{pp'}: P²·(D + C_out), memory B·P²;
-  * materialized, Gᵢ by one batched matmul: P·D·C_out, memory B·C_out·D.
+  * materialized, Gᵢ for all i by one batched matmul: P·D·C_out, memory B·C_out·D.
 
-  The bias gradient is Σ_p δᵢ[:, p]. The clipped weight sum is then one contraction per layer with
-  the clip factors folded in: Σᵢ cᵢ Gᵢ = c·G (a matrix-vector product) when G is materialized,
-  otherwise the convolution weight gradient of c⊙δ (one ``convolution_backward`` kernel, i.e.
-  Σ over the B·P positions of (c⊙δ) Uᵀ).
+  The bias gradient is Σ_p δᵢ[:, p]. The clipped weight sum is one contraction per layer with the
+  clip factors folded in: Σᵢ cᵢ Gᵢ = c·G (B·C_out·D multiply-adds) when G is materialized, else
+  Σᵢ cᵢ δᵢ Uᵢᵀ as a single (C_out × B·P)·(B·P × D) matmul over all positions of all examples.
 
 Layers without parameters (activations, pooling, flatten, GroupNorm/LayerNorm without affine
 parameters) need nothing. A trainable parameter outside a supported layer raises
@@ -36,8 +36,9 @@ gradient depend on the other examples and clipping per example no longer bounds 
 influence.
 """
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from numbers import Real
@@ -74,15 +75,31 @@ def row_sq_norms(matrix: Tensor) -> Tensor:
     return torch.linalg.vector_norm(matrix, dim=1).square()
 
 
-def clip_factors(norms: Tensor, clip_norm: float | Tensor) -> Tensor:
-    """cᵢ = min(1, C/‖gᵢ‖), so that cᵢ·‖gᵢ‖ ≤ C holds exactly in floating point, and ‖gᵢ‖ = 0 gives 1.
+@functools.lru_cache(maxsize=256)
+def _safe_thresholds(clip_norms: tuple[float, ...], dtype: torch.dtype) -> tuple[float, ...]:
+    """Each C rounded down to `dtype`, then shrunk by two machine epsilons: C⁻ ≤ C·(1 − 4u)(1 + u).
 
-    fl(C/n)·n rounds to just above C for about one n in eight (unless C is a power of two); those
-    factors are stepped down by one ulp, after which the product is ≤ C (the error is then O(u²)·C).
-    `clip_norm` may be a tensor that broadcasts against `norms` (per-layer thresholds)."""
-    factors = clip_norm / norms.clamp(min=clip_norm)
-    over = factors * norms > clip_norm
-    return torch.where(over, torch.nextafter(factors, torch.zeros_like(factors)), factors)
+    Whether c = C⁻/n is computed with one rounding or as two (reciprocal, then product: what a
+    Python-scalar division does), c ≤ (C⁻/n)(1 + u)², so c·n ≤ C(1 − 4u)(1 + u)³ < C and the rounded
+    product fl(c·n) ≤ C as well. Every C⁻ is exactly representable in `dtype` (no rounding on use)."""
+    exact = torch.tensor(clip_norms, dtype=torch.float64)
+    rounded = exact.to(dtype)
+    rounded = torch.where(rounded.double() > exact, torch.nextafter(rounded, torch.zeros_like(rounded)), rounded)
+    return tuple((rounded * (1 - 2 * torch.finfo(dtype).eps)).tolist())
+
+
+def clip_factors(norms: Tensor, clip_norm: float | Sequence[float]) -> Tensor:
+    """cᵢ = min(1, C/‖gᵢ‖), with cᵢ·‖gᵢ‖ ≤ C exactly in floating point, and ‖gᵢ‖ = 0 giving 1.
+
+    A plain fl(C/n)·n rounds to just above C for about one n in eight (unless C is a power of two),
+    so C is shrunk by a few ulps first (`_safe_thresholds`): a factor is smaller than the exact
+    min(1, C/n) by at most 5 units in the last place, and two cheap kernels compute it. With one
+    threshold per column (`clip_norm` a sequence, `norms` of shape (B, K)) each column is clipped
+    to its own threshold (per-layer clipping)."""
+    if isinstance(clip_norm, float | int):
+        return (_safe_thresholds((float(clip_norm),), norms.dtype)[0] / norms).clamp_(max=1.0)
+    safe = torch.tensor(_safe_thresholds(tuple(clip_norm), norms.dtype), dtype=norms.dtype, device=norms.device)
+    return torch.div(safe, norms).clamp_(max=1.0)
 
 
 def per_layer_thresholds(clip_norm: float, n_layers: int) -> tuple[float, ...]:
@@ -98,6 +115,8 @@ def per_layer_thresholds(clip_norm: float, n_layers: int) -> tuple[float, ...]:
 
 def _check_clip_norm(clip_norm: ClipNorm, layer_names: list[str]) -> float | tuple[float, ...]:
     """A positive float (flat clipping) or one positive float per layer (per-layer clipping)."""
+    if type(clip_norm) is float and 0.0 < clip_norm < math.inf:  # the common case, cheaply
+        return clip_norm
     if isinstance(clip_norm, Real) and not isinstance(clip_norm, bool):
         values: tuple[float, ...] = (float(clip_norm),)
     else:
@@ -107,7 +126,7 @@ def _check_clip_norm(clip_norm: ClipNorm, layer_names: list[str]) -> float | tup
                 f"per-layer clipping needs {len(layer_names)} thresholds, one per layer "
                 f"({', '.join(layer_names)}); got {len(values)}"
             )
-    if not all(c > 0 and math.isfinite(c) for c in values):
+    if not all(0.0 < c < math.inf for c in values):
         raise ValueError(f"clipping thresholds must be positive and finite, got {clip_norm!r}")
     return values[0] if isinstance(clip_norm, Real) else values
 
@@ -125,26 +144,26 @@ def reject_batchnorm(model: nn.Module) -> None:
 
 def _combine(layer_sq_norms: list[Tensor], clip_norm: float | tuple[float, ...]) -> tuple[Tensor, list[Tensor], Tensor]:
     """(total norms, clip factors per layer, clipped flags) from per-layer squared norms, each (B,)."""
-    if not layer_sq_norms:  # nothing trainable
-        return torch.zeros(0), [], torch.zeros(0, dtype=torch.bool)
     if isinstance(clip_norm, float):
-        norms = torch.stack(layer_sq_norms).sum(dim=0).sqrt() if len(layer_sq_norms) > 1 else layer_sq_norms[0].sqrt()
-        factors = clip_factors(norms, clip_norm)
-        return norms, [factors] * len(layer_sq_norms), norms > clip_norm
-    sq = torch.stack(layer_sq_norms, dim=1)  # (B, K)
-    layer_norms = sq.sqrt()
-    thresholds = torch.tensor(clip_norm, dtype=sq.dtype, device=sq.device)
-    factors = clip_factors(layer_norms, thresholds)
-    clipped = (layer_norms > thresholds).any(dim=1)
-    return sq.sum(dim=1).sqrt(), list(factors.T), clipped
+        total = layer_sq_norms[0]
+        for sq in layer_sq_norms[1:]:
+            total = total + sq
+        norms = total.sqrt()
+        return norms, [clip_factors(norms, clip_norm)] * len(layer_sq_norms), norms > clip_norm
+    layer_norms = torch.stack(layer_sq_norms, dim=1).sqrt()  # (B, K)
+    factors = clip_factors(layer_norms, clip_norm)
+    clipped = (layer_norms > torch.tensor(clip_norm, dtype=layer_norms.dtype, device=layer_norms.device)).any(dim=1)
+    return torch.linalg.vector_norm(layer_norms, dim=1), list(factors.T), clipped
 
 
-def _empty_sum(params: list[Tensor], device: torch.device, dtype: torch.dtype) -> ClippedSum:
+def _zero_sum(params: list[Tensor], x: Tensor, loss_sum: Tensor | None = None) -> ClippedSum:
+    """An empty lot, or a model with nothing to train: zero gradients, zero norms, nothing clipped."""
+    dtype = params[0].dtype if params else x.dtype
     return ClippedSum(
         grads=[torch.zeros_like(p) for p in params],
-        norms=torch.zeros(0, device=device, dtype=dtype),
-        loss_sum=torch.zeros((), device=device, dtype=dtype),
-        clipped=torch.zeros(0, device=device, dtype=torch.bool),
+        norms=torch.zeros(len(x), device=x.device, dtype=dtype),
+        loss_sum=torch.zeros((), device=x.device, dtype=dtype) if loss_sum is None else loss_sum,
+        clipped=torch.zeros(len(x), device=x.device, dtype=torch.bool),
     )
 
 
@@ -176,14 +195,15 @@ def _padded(module: nn.Conv2d, a: Tensor) -> Tensor:
     return F.pad(a, pads, mode="constant" if module.padding_mode == "zeros" else module.padding_mode)
 
 
-def conv_patches(module: nn.Conv2d, a: Tensor) -> Tensor:
+def conv_patches(module: nn.Conv2d, a: Tensor, workspace: Callable[[tuple[int, ...]], Tensor] | None = None) -> Tensor:
     """Uᵢᵀ of every example, (B, P, D): row p holds the receptive field of output position p.
 
     D is ordered (kh, kw, C_in), channels last, unlike `F.unfold`'s (C_in, kh, kw): on a channels-last
     copy of the input every kernel row is then one contiguous run of kw·C_in values, which makes this
     gather several times faster than `F.unfold` for multi-channel inputs, and (B, P, D) lets the
     clipped sum contract over B·P without another copy. Weight gradients in this order go back to
-    (C_out, C_in, kh, kw) with `_to_weight_layout`."""
+    (C_out, C_in, kh, kw) with `_to_weight_layout`. `workspace(shape)`, if given, supplies the
+    (contiguous) tensor to write into."""
     x = _padded(module, a).permute(0, 2, 3, 1)  # (B, H, W, C) view
     if not x.is_contiguous():
         x = x.contiguous()
@@ -191,8 +211,11 @@ def conv_patches(module: nn.Conv2d, a: Tensor) -> Tensor:
     (kh, kw), (sh, sw), (dh, dw) = module.kernel_size, module.stride, module.dilation
     out_h, out_w = (height - dh * (kh - 1) - 1) // sh + 1, (width - dw * (kw - 1) - 1) // sw + 1
     s_b, s_h, s_w, s_c = x.stride()
-    windows = x.as_strided((batch, out_h, out_w, kh, kw, channels), (s_b, sh * s_h, sw * s_w, dh * s_h, dw * s_w, s_c))
-    return windows.reshape(batch, out_h * out_w, kh * kw * channels)
+    shape = (batch, out_h, out_w, kh, kw, channels)
+    windows = x.as_strided(shape, (s_b, sh * s_h, sw * s_w, dh * s_h, dw * s_w, s_c))
+    if workspace is None:
+        return windows.reshape(batch, out_h * out_w, kh * kw * channels)
+    return workspace(shape).copy_(windows).view(batch, out_h * out_w, kh * kw * channels)
 
 
 def _to_weight_layout(module: nn.Conv2d, grad: Tensor) -> Tensor:
@@ -203,7 +226,13 @@ def _to_weight_layout(module: nn.Conv2d, grad: Tensor) -> Tensor:
 
 def conv_norm_method(module: nn.Conv2d, output_positions: int) -> Literal["ghost", "materialize"]:
     """The cheaper way to the per-example weight-gradient norms of a conv layer, by multiply-adds per
-    example: ghost norm P²·(D + C_out) against materializing Gᵢ = δᵢUᵢᵀ, P·D·C_out."""
+    example: the ghost norm's two P × P Gram matrices, P²·(D + C_out), against materializing
+    Gᵢ = δᵢUᵢᵀ, P·D·C_out (Bu et al. 2023: ghost iff 2T² < pd for T positions, p·d weights).
+
+    Ghost wins when the output is small relative to the layer (late, wide layers) and also needs less
+    memory there (B·P² against B·C_out·D). The clipped sum is not counted: the ghost branch then pays
+    a B·P·D·C_out matmul that the materialized one replaces by c·G, so near a tie (the MNIST CNN's
+    second layer: 180k against 205k) either can be faster in practice, depending on B and the BLAS."""
     p = output_positions
     d = module.in_channels * module.kernel_size[0] * module.kernel_size[1]
     return "ghost" if p * p * (d + module.out_channels) < p * d * module.out_channels else "materialize"
@@ -243,9 +272,29 @@ class BookKeepingClipper:
         # grads come out in layer order; `params` is in model order: the permutation between them
         position = {id(p): i for i, p in enumerate(self._slots)}
         self._order = [position[id(p)] for p in self.params]
+        # one trainable layer that produces the model's output: its δ needs no autograd graph
+        children = list(model.children()) if type(model) is nn.Sequential else []
+        self._output_layer_only = len(self.layers) == 1 and bool(children) and children[-1] is self.layers[0]
+        self._workspace: dict[tuple[int, str], Tensor] = {}
 
-    def _forward(self, x: Tensor, y: Tensor) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
-        """Per-example losses, and (input, output) of each layer in `self.layers` order."""
+    def _buffer(self, layer: int, role: str, like: Tensor) -> Callable[[tuple[int, ...]], Tensor]:
+        """Scratch space for a conv layer's big temporaries (patches, per-example gradients), kept between
+        calls: a fresh tensor above glibc's mmap threshold (32 MB) is page-faulted in on every step, which
+        doubled the cost of unfolding a 1024-example MNIST lot. Grows with 25% headroom, as Poisson lot
+        sizes vary; never handed out of `clipped_sum`."""
+
+        def get(shape: tuple[int, ...]) -> Tensor:
+            n = math.prod(shape)
+            buf = self._workspace.get((layer, role))
+            if buf is None or buf.numel() < n or buf.dtype != like.dtype or buf.device != like.device:
+                buf = torch.empty(n + n // 4, dtype=like.dtype, device=like.device)
+                self._workspace[(layer, role)] = buf
+            return buf[:n].view(shape)
+
+        return get
+
+    def _forward(self, x: Tensor, *, graph: bool) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
+        """The logits, and (input, output) of each layer in `self.layers` order."""
         captured: list[tuple[nn.Module, Tensor, Tensor]] = []
 
         def keep(module: nn.Module, inputs: tuple[Tensor, ...], output: Tensor) -> None:
@@ -253,7 +302,8 @@ class BookKeepingClipper:
 
         handles = [layer.register_forward_hook(keep) for layer in self.layers]
         try:
-            losses = F.cross_entropy(self.model(x), y, reduction="none")
+            with torch.set_grad_enabled(graph):
+                logits = self.model(x)
         finally:
             for handle in handles:
                 handle.remove()
@@ -273,28 +323,55 @@ class BookKeepingClipper:
                     f"layer {self.layer_names[k]!r} got a {a.dim()}-D input; only {expected}-D (batched) is supported"
                 )
             slots[k] = (a.detach(), z)
-        return losses, slots  # type: ignore[return-value]
+        if logits.dim() != 2:
+            raise UnsupportedModelError(
+                f"the model must output (batch, classes) logits, got shape {tuple(logits.shape)}"
+            )
+        return logits, slots  # type: ignore[return-value]
+
+    def _deltas(self, x: Tensor, y: Tensor) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """(per-example losses, layer inputs a, layer output gradients δ = ∂Σℓ/∂z), all detached.
+
+        The cross-entropy gradient at the logits is written out, softmax − one-hot, and autograd
+        runs from the logits to the other layers' outputs only: a model that is one linear layer
+        (logistic regression) needs no autograd graph at all."""
+        logits, captured = self._forward(x, graph=not self._output_layer_only)
+        if self._output_layer_only and captured[-1][1] is not logits:  # a hook replaced the output
+            logits, captured = self._forward(x, graph=True)
+        with torch.no_grad():
+            log_probs = F.log_softmax(logits, dim=1)
+            losses = F.nll_loss(log_probs, y, reduction="none")
+            d_logits = log_probs.exp()
+            d_logits.scatter_add_(1, y.unsqueeze(1), d_logits.new_full((1, 1), -1.0).expand(len(y), 1))
+        last_is_logits = captured[-1][1] is logits
+        inner = [z for _, z in captured[:-1]] if last_is_logits else [z for _, z in captured]
+        deltas = list(torch.autograd.grad(logits, inner, d_logits, allow_unused=True)) if inner else []
+        deltas = [torch.zeros_like(z) if d is None else d for d, z in zip(deltas, inner, strict=True)]
+        if last_is_logits:
+            deltas.append(d_logits)
+        return losses, [a for a, _ in captured], deltas
 
     def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: ClipNorm) -> ClippedSum:
         thresholds = _check_clip_norm(clip_norm, self.layer_names)
         if len(x) == 0:
-            return _empty_sum(self.params, x.device, next(iter(self.params), x).dtype)
-        losses, captured = self._forward(x, y)
-        loss_sum = losses.sum()
-        deltas = torch.autograd.grad(loss_sum, [z for _, z in captured])
+            return _zero_sum(self.params, x)
+        if not self.layers:
+            with torch.no_grad():
+                return _zero_sum(self.params, x, F.cross_entropy(self.model(x), y, reduction="sum"))
+        losses, inputs, deltas = self._deltas(x, y)
         sq_norms: list[Tensor] = []
         finishers = []
-        for module, (a, _), delta in zip(self.layers, captured, deltas, strict=True):
+        for k, (module, a, delta) in enumerate(zip(self.layers, inputs, deltas, strict=True)):
             if isinstance(module, nn.Linear):
                 sq, finish = self._linear(module, a, delta)
             else:
-                sq, finish = self._conv(module, a, delta)
+                sq, finish = self._conv(k, module, a, delta)
             sq_norms.append(sq)
             finishers.append(finish)
         norms, factors, clipped = _combine(sq_norms, thresholds)
         in_layer_order = [g for finish, c in zip(finishers, factors, strict=True) for g in finish(c)]
         grads = [in_layer_order[i] for i in self._order]
-        return ClippedSum(grads=grads, norms=norms, loss_sum=loss_sum.detach(), clipped=clipped)
+        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum(), clipped=clipped)
 
     @staticmethod
     def _linear(module: nn.Linear, a: Tensor, delta: Tensor):
@@ -315,18 +392,19 @@ class BookKeepingClipper:
 
         return sq, finish
 
-    def _conv(self, module: nn.Conv2d, a: Tensor, delta: Tensor):
+    def _conv(self, k: int, module: nn.Conv2d, a: Tensor, delta: Tensor):
         train_w, train_b = module.weight.requires_grad, module.bias is not None and module.bias.requires_grad
         batch, c_out = delta.shape[:2]
         d = delta.reshape(batch, c_out, -1)  # δᵢ: (B, C_out, P)
         sq = None
         if train_w:
-            u = conv_patches(module, a)  # Uᵢᵀ: (B, P, D)
+            u = conv_patches(module, a, self._buffer(k, "patches", a))  # Uᵢᵀ: (B, P, D)
             if u.shape[1] != d.shape[2]:
                 raise UnsupportedModelError(f"conv layer output has {d.shape[2]} positions, its patches {u.shape[1]}")
             method = self.conv_norms if self.conv_norms != "auto" else conv_norm_method(module, d.shape[2])
             if method == "materialize":
-                per_example_w = torch.bmm(d, u).view(batch, -1)  # Gᵢ = δᵢUᵢᵀ, flattened: (B, C_out·D)
+                g = self._buffer(k, "grads", a)((batch, c_out, u.shape[2]))
+                per_example_w = torch.bmm(d, u, out=g).view(batch, -1)  # Gᵢ = δᵢUᵢᵀ, flattened: (B, C_out·D)
                 sq = row_sq_norms(per_example_w)
             else:  # ‖Gᵢ‖² = ⟨UᵢᵀUᵢ, δᵢᵀδᵢ⟩ over P × P
                 gram_u = torch.bmm(u, u.transpose(1, 2))
@@ -373,7 +451,10 @@ class MaterializedClipper:
     def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: ClipNorm) -> ClippedSum:
         thresholds = _check_clip_norm(clip_norm, self.layer_names)
         if len(x) == 0:
-            return _empty_sum(self.params, x.device, next(iter(self.params), x).dtype)
+            return _zero_sum(self.params, x)
+        if not self.params:
+            with torch.no_grad():
+                return _zero_sum(self.params, x, F.cross_entropy(self.model(x), y, reduction="sum"))
         params = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
         buffers = dict(self.model.named_buffers())
 

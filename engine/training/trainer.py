@@ -95,7 +95,9 @@ def random_streams(seed: int, device: torch.device) -> dict[str, torch.Generator
     streams = {"sampling": seed * 2 + 1, "noise": seed * 2 + 2}
     for k, name in enumerate(("pca", "count", "shuffle"), start=1):
         streams[name] = int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
-    return {name: torch.Generator(device=device).manual_seed(value) for name, value in streams.items()}
+    on_host = {"pca", "count"}  # DP-PCA and the noisy count draw on the CPU (small, once per run)
+    return {name: torch.Generator(device="cpu" if name in on_host else device).manual_seed(value)
+            for name, value in streams.items()}  # fmt: skip
 
 
 def load_spec_dataset(spec: RunSpec, data_dirs: Sequence[Path]) -> Dataset:
