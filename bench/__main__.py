@@ -1,4 +1,5 @@
-"""`python -m bench [--quick] [--json PATH] [--threads N]`: run the suites, print a markdown table, write JSON."""
+"""`python -m bench [--quick] [--json PATH] [--threads N] [--suite NAME ...]`: run the suites, print a markdown
+table, write JSON. The `opacus` and `memory` suites need the benchmark-only Opacus (`make bench` installs it)."""
 
 import argparse
 import json
@@ -14,8 +15,26 @@ import torch
 from bench import accounting, throughput, utility
 from engine.training import pick_device
 
+
+def _needs_opacus(suite: str) -> Callable[[bool], list[dict]]:
+    def run(quick: bool) -> list[dict]:
+        try:
+            import opacus  # noqa: F401
+        except ImportError:
+            print(f"skipping the {suite} suite: Opacus is not installed (pip install -r requirements-bench.txt)",
+                  file=sys.stderr)  # fmt: skip
+            return []
+        from bench import memory, opacus_compare
+
+        return {"opacus": opacus_compare, "memory": memory}[suite].run(quick, pick_device())
+
+    return run
+
+
 SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "throughput": throughput.run,
+    "opacus": _needs_opacus("opacus"),
+    "memory": _needs_opacus("memory"),
     "accounting": accounting.run,
     "utility": utility.run,
 }
@@ -64,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="batch 256 only, fewer and shorter repetitions")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the figures as a JSON list of records")
     parser.add_argument("--threads", type=int, metavar="N", help="torch intra-op threads (default: torch's own choice)")
+    parser.add_argument("--suite", action="append", choices=list(SUITES), help="run only this suite (repeatable)")
     args = parser.parse_args(argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -71,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before = _load()
     start = time.perf_counter()
     records: list[dict] = []
-    for suite in SUITES.values():
-        records += suite(args.quick)
+    for name, suite in SUITES.items():
+        if args.suite is None or name in args.suite:
+            records += suite(args.quick)
     elapsed = time.perf_counter() - start
 
     print(device_line())

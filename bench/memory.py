@@ -15,9 +15,11 @@ two steps.
   The child runs with ``MALLOC_MMAP_THRESHOLD_=65536``: glibc then maps every block of 64 KiB or more
   on its own and unmaps it when freed, so the resident set follows the bytes torch holds instead of
   freed blocks that the heap keeps. Limits: resident pages, not allocations (memory allocated but
-  never touched does not count; library scratch space does); a few MB of slack from small allocations
-  and the allocator; the model, its weights and the batch are in the baseline, so the figure is what
-  one step adds: activations, per-example state, gradients and noise.
+  never touched does not count; library scratch space does); blocks under 64 KiB come from a heap
+  that the warm-up step already grew, so a step made only of small tensors (logistic regression)
+  shows as ~0 and figures under `RESOLUTION_MB` get no ratio; the model, its weights and the batch are
+  in the baseline, so the figure is what one step adds: activations, per-example state, gradients,
+  noise. Repeated runs agree within ~0.1 MB.
 - CUDA: ``torch.cuda.max_memory_allocated`` over ``memory_allocated`` at the baseline (peak reset there).
 
 Opacus is measured in each of its modes that handles the model; the records name the one with the
@@ -36,8 +38,12 @@ from pathlib import Path
 
 import torch
 
+from bench import opacus_compare as oc
+from engine.training import pick_device
+
 ROOT = Path(__file__).resolve().parents[1]
 MB = 1024 * 1024
+RESOLUTION_MB = 1.0  # smaller figures are within the allocator's slack: no ratios to them
 
 
 @dataclass(frozen=True)
@@ -45,13 +51,14 @@ class Settings:
     batch: int
     modes: tuple[str, ...]  # "nonprivate", "bookkeeping", "opacus_<grad_sample_mode>"
     models: tuple[str, ...] | None = None  # labels of `bench.opacus_compare.MODELS`; None: all
-    steps: int = 2  # steps after the baseline; the figure is the peak over all of them
+    steps: int = 2  # steps after the baseline; the figure is the peak over all of them (≥ 2: state that a step
+    # keeps for the next, such as the engine's conv workspace or the last .grad, is live during the second)
     timeout_s: float = 300.0  # per child process
 
 
 ALL_MODES = ("nonprivate", "bookkeeping", "opacus_hooks", "opacus_functorch", "opacus_ew", "opacus_ghost")
 FULL = Settings(batch=1024, modes=ALL_MODES)
-QUICK = Settings(batch=1024, modes=("nonprivate", "bookkeeping"), models=("mlp1000", "cnn"), steps=1)
+QUICK = Settings(batch=1024, modes=("nonprivate", "bookkeeping"), models=("mlp1000", "cnn"))
 
 
 # ------------------------------------------------------------------------------------ child side
@@ -72,8 +79,6 @@ def _peak_rss_bytes() -> int:
 
 def _step(label: str, mode: str, batch: int, device: torch.device) -> Callable[[], None]:
     """The `mode` step of a fresh model (same seed) on a fresh batch of `batch` random rows."""
-    from bench import opacus_compare as oc  # imported here: the parent process never builds models
-
     case = next(c for c in oc.MODELS if c.label == label)
     torch.manual_seed(oc.SEED)
     model = case.build().to(device)
@@ -160,13 +165,11 @@ def _ratio(prefix: str, num: str, den: str, mb: dict[str, float], **extra: objec
 
 
 def run(settings_quick: bool = False, device: torch.device | None = None) -> list[dict]:
-    from bench.opacus_compare import MODELS
-
     settings = QUICK if settings_quick else FULL
-    device = device if device is not None else torch.device("cpu")
+    device = device if device is not None else pick_device()
     method = "cuda max_memory_allocated" if device.type == "cuda" else "ru_maxrss increase, fresh process"
     records: list[dict] = []
-    for case in MODELS:
+    for case in oc.MODELS:
         if settings.models is not None and case.label not in settings.models:
             continue
         prefix = f"memory/{case.label}/b{settings.batch}"
@@ -182,10 +185,10 @@ def run(settings_quick: bool = False, device: torch.device | None = None) -> lis
             mb[mode] = result["step_bytes"] / MB
             extra = {"baseline_mb": result["baseline_bytes"] / MB, "peak_reset": result["peak_reset"]}
             records.append({"name": f"{prefix}/{mode}", "value": mb[mode], "unit": "MB", "method": method, **extra})
-        if "bookkeeping" in mb and "nonprivate" in mb:
+        if "bookkeeping" in mb and mb.get("nonprivate", 0.0) >= RESOLUTION_MB:
             records.append(_ratio(prefix, "bookkeeping", "nonprivate", mb))
         opacus = [m for m in mb if m.startswith("opacus_")]
-        if "bookkeeping" in mb and opacus:
+        if "bookkeeping" in mb and opacus and min(mb[m] for m in opacus) >= RESOLUTION_MB:
             best = min(opacus, key=mb.__getitem__)
             records.append(_ratio(prefix, "bookkeeping", best, mb, best_opacus=best, unsupported=unsupported))
     return records
@@ -193,6 +196,7 @@ def run(settings_quick: bool = False, device: torch.device | None = None) -> lis
 
 def markdown(records: list[dict]) -> str:
     """One row per model: MB added by one step in each mode, then the ratios to non-private and best Opacus."""
+    records = [r for r in records if r["name"].startswith("memory/")]  # other suites' records may be mixed in
     figures = {r["name"]: r for r in records}
     prefixes = list(dict.fromkeys(r["name"].rpartition("/")[0] for r in records if r["unit"] == "MB"))
     head = ["model, batch", *ALL_MODES, "bk / nonprivate", "bk / best Opacus"]

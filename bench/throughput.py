@@ -90,6 +90,7 @@ def _dp_step(
     inv_lot = 1.0 / len(x)
 
     def step() -> None:
+        optimizer.zero_grad(set_to_none=True)  # as the engine's dpsgd_step does
         clipped = clipper.clipped_sum(x, y, CLIP_NORM)
         noisy = add_gaussian_noise(clipped.grads, noise_std, noise_generator)
         update = scale(noisy, inv_lot)

@@ -6,6 +6,8 @@ import torch
 from bench import memory, opacus_compare
 
 pytest.importorskip("opacus")
+# Opacus' hooks on a first layer whose input needs no gradient: expected, harmless
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
 
 @pytest.mark.parametrize("label", ["mlp1000", "cnn"])

@@ -175,9 +175,14 @@ def test_scratch_buffers_are_reused_across_lot_sizes():
     torch.manual_seed(11)
     model = build_model("cnn", n_features=784, n_classes=10, image_shape=(1, 28, 28)).double()
     x, y = torch.rand(7, 784, dtype=torch.float64), torch.randint(0, 10, (7,))
-    clippers = list(all_clippers(model))
+    clippers = [*all_clippers(model), ("bookkeeping-kept", BookKeepingClipper(model, keep_workspace=True))]
     for rows in (slice(0, 3), slice(0, 7), slice(2, 4)):
         assert_equals_loop(model, x[rows], y[rows], 0.05, clippers=clippers)
+    assert clippers[-1][1]._workspace  # kept for the next call
+    assert not BookKeepingClipper(model)._workspace
+    default = BookKeepingClipper(model)
+    default.clipped_sum(x, y, 0.05)
+    assert not default._workspace  # by default nothing but the result outlives the call
 
 
 def test_cnn_conv_norm_choice_by_cost():

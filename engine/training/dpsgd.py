@@ -101,6 +101,7 @@ def dpsgd_step(
 ) -> StepStats:
     """Step `step` (1-based) of the plan."""
     clip_norm = plan.clip_norm_at(step)
+    optimizer.zero_grad(set_to_none=True)  # the last update's gradient need not outlive it
     lot = sample_poisson_lot(len(x), plan.sampling_rate, sampling_generator, x.device)
     thresholds = clip_thresholds(clipper, clip_norm, plan.clipping)
     clipped = clip_and_accumulate(clipper, x[lot], y[lot], thresholds, physical_batch_size)

@@ -76,6 +76,7 @@ def noisy_gd_step(
     noise_generator: torch.Generator,
 ) -> StepStats:
     bound = plan.clip_norm_at(step)
+    optimizer.zero_grad(set_to_none=True)
     if plan.clipping == "input":
         grads, loss_sum = gradient_sum_of_clipped_inputs(clipper.model, clipper.params, clip_rows(x, bound), y)
         stats = StepStats(lot_size=len(x), loss_sum=float(loss_sum), clipped_fraction=None)
