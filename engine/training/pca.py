@@ -1,12 +1,13 @@
 """DP-PCA input projection (seed 003; Abadi et al. 2016, §4): normalize every input to unit L2
-norm, release the covariance A = Σᵢ xᵢxᵢᵀ with symmetric Gaussian noise, and project all inputs on
-the top k eigenvectors of the noisy A.
+norm, release the covariance A = Σᵢ xᵢxᵢᵀ of the normalized inputs with symmetric Gaussian noise, and project
+all inputs (as they are, not normalized: the authors' code does the same) on the top k
+eigenvectors of the noisy A.
 
 Privacy: adding or removing one unit-norm x changes A by xxᵀ, whose Frobenius norm is ‖x‖² = 1, and
 the upper triangle (diagonal included) that is actually released has L2 norm ≤ 1. Noise N(0, σ_p²)
 on each upper-triangle entry, mirrored below, is therefore one Gaussian release with noise
 multiplier σ_p (`dp_pca_event`), charged once, up front, by the plan's ledger. The eigenvectors
-are post-processing; the unit-norm scaling is a per-example map that looks at no other example.
+and the projection of any input are post-processing.
 """
 
 import torch
@@ -36,5 +37,6 @@ def pca_projection(x_unit: Tensor, dims: int, *, noise_multiplier: float | None,
 
 
 def project(x: Tensor, projection: Tensor) -> Tensor:
-    """Unit-normalize, then project: ‖result‖ ≤ 1 since the projection's columns are orthonormal."""
-    return normalize_rows(x) @ projection.to(x.device)
+    """Project the inputs as they are (as Abadi et al.'s code does: the unit normalization is only for
+    the covariance's sensitivity). Post-processing of the released projection; ‖result‖ ≤ ‖x‖."""
+    return x @ projection.to(device=x.device, dtype=x.dtype)

@@ -118,7 +118,7 @@ def input_arrays(spec: RunSpec, data: Dataset, *, cache_dir: Path | None, device
 def features(
     spec: RunSpec, plan: TrainingPlan, x_train: torch.Tensor, x_test: torch.Tensor, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The inputs the model sees: as loaded, or (with pca_dims) unit-normalized and projected by
+    """The inputs the model sees: as loaded, or (with pca_dims) projected by
     (DP-)PCA fitted on the training inputs (private: charged up front by the plan's ledger); noisy GD
     appends the constant feature 1 that carries its intercept."""
     if spec.pca_dims is not None:
