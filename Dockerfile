@@ -12,7 +12,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /srv/dplab
 # The same idempotent setup script as `make run`: the dependency layer is rebuilt only when
 # requirements.txt changes, and at start-up the script finds everything installed.
-COPY requirements.txt ./
+COPY requirements.txt requirements-bench.txt ./
 COPY scripts/setup.sh scripts/
 RUN bash scripts/setup.sh requirements.txt
 

@@ -15,9 +15,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 # One stamp per requirement file, holding the hash of what it installs; the dev file includes the
-# runtime one, so installing it also stamps requirements.txt.
+# runtime one (through requirements-bench.txt), so installing it also stamps requirements.txt.
 stamp_of() { echo ".venv/.installed-${1%.txt}"; }
-hash_of() { cat requirements.txt "$1" | sha256sum | cut -d' ' -f1; }
+hash_of() { cat requirements.txt requirements-bench.txt "$1" | sha256sum | cut -d' ' -f1; }
 if [ -f "$(stamp_of "$req")" ] && [ "$(cat "$(stamp_of "$req")")" = "$(hash_of "$req")" ]; then
   exit 0
 fi

@@ -5,7 +5,7 @@ import torch
 
 from bench import memory, opacus_compare
 
-pytest.importorskip("opacus")
+pytest.importorskip("opacus", reason="Opacus is a benchmark-only dependency; make test installs it")
 # Opacus' hooks on a first layer whose input needs no gradient: expected, harmless
 pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook is firing:UserWarning")
 
