@@ -110,3 +110,18 @@ def test_update_of_an_empty_lot_is_pure_noise_with_std_sigma_c_over_l():
 @pytest.mark.parametrize(("epochs", "n", "lot", "steps"), [(20, 1438, 64, 450), (1, 100, 10, 10), (0.5, 100, 30, 2)])
 def test_steps_for_epochs(epochs, n, lot, steps):
     assert steps_for(epochs=epochs, n_train=n, lot_size=lot) == steps
+
+
+def test_parallel_noise_chunks_are_independent_and_reproducible():
+    n = 400_000  # drawn in parallel chunks on a multi-core CPU
+
+    def draw(seed: int) -> torch.Tensor:
+        generator = torch.Generator().manual_seed(seed)
+        return add_gaussian_noise([torch.zeros(n, dtype=torch.float64)], 1.0, generator)[0]
+
+    first, again = draw(21), draw(21)
+    assert torch.equal(first, again)
+    assert_normal_with_std(first.numpy(), 1.0)
+    halves = first.numpy().reshape(2, -1)  # the chunks, when there are two: their draws must not repeat
+    r = np.corrcoef(halves)[0, 1]
+    assert abs(r) < stats.norm.isf(ALPHA / 2) / np.sqrt(halves.shape[1])
