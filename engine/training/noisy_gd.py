@@ -19,6 +19,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from engine.training.clipping import clip_factors
 from engine.training.dpsgd import StepStats, add_gaussian_noise, clip_and_accumulate, stats_of
 from engine.training.plan import TrainingPlan
 
@@ -43,9 +44,9 @@ def with_constant_feature(x: Tensor) -> Tensor:
 
 
 def clip_rows(x: Tensor, bound: float) -> Tensor:
-    """Each row scaled to L2 norm ≤ bound (a per-example map: it needs no statistic of the data)."""
-    norms = torch.linalg.vector_norm(x, dim=1, keepdim=True)
-    return x * (bound / norms.clamp(min=bound))
+    """Each row scaled to L2 norm ≤ bound (a per-example map: it needs no statistic of the data), by
+    the gradient clipper's exact factors, so the bound holds in floating point too."""
+    return x * clip_factors(torch.linalg.vector_norm(x, dim=1), bound)[:, None]
 
 
 def noisy_count(n: int, *, epsilon: float, generator: torch.Generator) -> float:

@@ -19,7 +19,7 @@ from torch import nn
 from engine.privacy import panel, privacy_statement, rdp_curve
 from engine.training import scatternet
 from engine.training.clipping import make_clipper
-from engine.training.datasets import Dataset, load_dataset, parse_csv_schema
+from engine.training.datasets import Dataset, load_dataset
 from engine.training.dpsgd import StepStats, dpsgd_step
 from engine.training.models import build_model
 from engine.training.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step, with_constant_feature
@@ -101,8 +101,7 @@ def random_streams(seed: int, device: torch.device) -> dict[str, torch.Generator
 
 
 def load_spec_dataset(spec: RunSpec, data_dirs: Sequence[Path]) -> Dataset:
-    schema = parse_csv_schema(spec.schema) if spec.schema is not None else None
-    return load_dataset(spec.dataset, data_dirs, schema=schema)
+    return load_dataset(spec.dataset, data_dirs, schema=spec.schema)  # a CSV schema is validated there
 
 
 def input_arrays(spec: RunSpec, data: Dataset, *, cache_dir: Path | None, device) -> tuple[np.ndarray, np.ndarray]:
