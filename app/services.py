@@ -4,13 +4,15 @@ Reads never wait on a worker: SQLite in WAL mode lets the dashboard read while w
 """
 
 import json
+import time
 from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
 from cache import RunRecord, RunStatus, Store, StoreError, store_path
-from engine.jobs import Submission, submit
+from engine.jobs.queue import Submission, submit
+from engine.jobs.settings import stale_after_s
 from engine.privacy import PrivacyError, rdp_curve
 from engine.training import DatasetError, SpecError, parse_spec, plan_spec
 
@@ -77,6 +79,23 @@ def recent_runs(limit: int = 200) -> list[RunRecord]:
 def latest_active_run() -> RunRecord | None:
     active = get_store().list_runs(limit=1, statuses=[RunStatus.RUNNING, RunStatus.QUEUED])
     return active[0] if active else None
+
+
+def worker_health() -> list[dict]:
+    """Workers registered as running, with the age of their last heartbeat and whether it is stale."""
+    now, stale = time.time(), stale_after_s()
+    return [
+        {"worker": w.name, "backend": w.backend, "device": w.device or "", "current run": w.current_run or "",
+         "last heartbeat": f"{now - w.heartbeat_at:.0f} s ago", "healthy": w.alive(now=now, stale_after_s=stale)}
+        for w in get_store().list_workers()
+    ]  # fmt: skip
+
+
+def heartbeat_age(run: RunRecord) -> float | None:
+    """Seconds since a running run's worker last reported, None for runs that are not running."""
+    if run.status is not RunStatus.RUNNING or run.heartbeat_at is None:
+        return None
+    return time.time() - run.heartbeat_at
 
 
 def cancel_run(run_id: str) -> RunStatus:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from bench import accounting, throughput, utility
+from bench import accounting, jobs, throughput, utility
 from engine.training import pick_device
 
 
@@ -37,6 +37,7 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "memory": _needs_opacus("memory"),
     "accounting": accounting.run,
     "utility": utility.run,
+    "jobs": jobs.run,
 }
 
 

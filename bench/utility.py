@@ -37,7 +37,7 @@ from bench.utility_runs import (
     TUNING_CAVEAT,
     Run,
 )
-from engine.jobs import default_data_dirs
+from engine.jobs.settings import default_data_dirs
 from engine.privacy import SIGMA_MAX, UnreachableTargetError, max_steps, panel
 from engine.training import (
     Dataset,

@@ -1,8 +1,23 @@
-"""Everything that persists: the SQLite store of runs and metrics, and the data home that holds it
-(and downloaded datasets). Imports nothing from `engine` or `app`.
+"""Everything that persists: the SQLite store of runs, metrics, sweeps and workers, and the data home
+that holds it (and downloaded datasets). Imports nothing from `engine` or `app`.
 """
 
 from cache.paths import data_home, datasets_dir, store_path
-from cache.store import RunRecord, RunStatus, Store, StoreError
+from cache.records import WORKER_LOST, RunEvent, RunRecord, RunStatus, SweepRecord, WorkerRecord
+from cache.store import LostRun, NewRun, Store, StoreError
 
-__all__ = ["RunRecord", "RunStatus", "Store", "StoreError", "data_home", "datasets_dir", "store_path"]
+__all__ = [
+    "WORKER_LOST",
+    "LostRun",
+    "NewRun",
+    "RunEvent",
+    "RunRecord",
+    "RunStatus",
+    "Store",
+    "StoreError",
+    "SweepRecord",
+    "WorkerRecord",
+    "data_home",
+    "datasets_dir",
+    "store_path",
+]

@@ -11,6 +11,15 @@ if str(ROOT) not in sys.path:
 from cache import Store  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _keep_main_module():
+    """AppTest leaves a page script as `__main__`; multiprocessing's spawn would then run that page in
+    every child it starts. Put the real `__main__` back after each test."""
+    main = sys.modules["__main__"]
+    yield
+    sys.modules["__main__"] = main
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """A fresh data home for the test (DPLAB_HOME), so nothing touches the developer's store."""

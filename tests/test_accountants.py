@@ -7,7 +7,7 @@ import pytest
 from dp_accounting import NeighboringRelation, dp_event, get_epsilon_gaussian
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from engine.privacy import (
@@ -241,6 +241,7 @@ def test_properties_over_the_argument_space(q, sigma, steps, delta):
     steps=st.integers(-5, 50),
     delta=st.floats(-0.5, 1.5) | st.just(math.nan),
 )
+@example(q=0.5, sigma=1e-300, steps=1, delta=1e-5)  # σ² underflowed to a ZeroDivisionError in dp_accounting
 def test_only_named_errors_escape(q, sigma, steps, delta):
     try:
         ledger = dpsgd_ledger(q, sigma, steps)

@@ -4,7 +4,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from cache import RunStatus
-from engine.jobs import Worker
+from engine.jobs.worker import Worker
 from tests.conftest import ROOT
 
 MAIN = str(ROOT / "app" / "main.py")
@@ -90,7 +90,7 @@ def test_runs_page_lists_and_opens_runs(home, store):
     at.switch_page("views/runs.py").run()
     assert not at.exception, at.exception
     assert at.title[0].value == "Runs"
-    table = at.dataframe[0].value
+    table = next(d.value for d in at.dataframe if "status" in d.value)
     assert list(table["status"]) == ["finished"]
     assert any("finished" in h.value for h in at.subheader)
 

@@ -10,10 +10,12 @@ import time
 
 import pytest
 
-from cache import RunStatus, Store, StoreError
+from cache import LostRun, RunStatus, Store, StoreError
 from cache.store import SCHEMA_VERSION
-from engine.jobs import Worker, submit
-from engine.training import parse_spec
+from engine.jobs.options import split_job_options
+from engine.jobs.queue import submit
+from engine.jobs.worker import Worker
+from engine.training import SpecError, parse_spec
 from tests.conftest import ROOT, fast_spec
 
 
@@ -93,8 +95,9 @@ def test_stale_runs_are_marked_failed_and_others_untouched(store):
     lost = submit(store, quick_spec())
     other = submit(store, quick_spec(seed=5))
     store.claim_next("dead-worker")
-    assert store.fail_stale(older_than_s=-1) == [lost.run_id]
+    assert store.fail_stale(older_than_s=-1) == [LostRun(run_id=lost.run_id, requeued=False)]
     assert store.get_run(lost.run_id).error.startswith("worker lost")
+    assert [e.status for e in store.events(lost.run_id)] == [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FAILED]
     assert store.get_run(other.run_id).status is RunStatus.QUEUED
 
 
@@ -164,5 +167,88 @@ def test_worker_killed_mid_run_leaves_a_sound_store(home, store):
     worker.send_signal(signal.SIGKILL)
     worker.wait()
     assert store.integrity_ok()
-    assert store.fail_stale(older_than_s=-1) == [run_id]
+    assert store.fail_stale(older_than_s=-1) == [LostRun(run_id=run_id, requeued=False)]
     assert store.get_run(run_id).status is RunStatus.FAILED
+
+
+def test_a_lost_run_is_requeued_once_when_its_spec_asks(store):
+    training, options = split_job_options(fast_spec(epochs=2, on_worker_lost="requeue"))
+    run_id = submit(store, parse_spec(training), options=options).run_id
+    store.claim_next("dies-first")
+    store.append_metrics(run_id, [(0, {"epsilon": 0.0})])
+    assert store.fail_worker_runs("dies-first", reason="worker lost: killed") == [LostRun(run_id=run_id, requeued=True)]
+    run = store.get_run(run_id)
+    assert run.status is RunStatus.QUEUED and store.metrics(run_id) == [] and run.requeues_left == 0
+    store.claim_next("dies-too")
+    assert store.fail_stale(older_than_s=-1) == [LostRun(run_id=run_id, requeued=False)]
+    run = store.get_run(run_id)
+    assert run.status is RunStatus.FAILED and run.error.startswith("worker lost") and run.attempts == 2
+    history = [(e.status, e.worker) for e in store.events(run_id)]
+    assert history == [(RunStatus.QUEUED, None), (RunStatus.RUNNING, "dies-first"), (RunStatus.QUEUED, None),
+                       (RunStatus.RUNNING, "dies-too"), (RunStatus.FAILED, "dies-too")]  # fmt: skip
+
+
+def test_a_worker_written_off_as_lost_cannot_overwrite_its_run(store):
+    run_id = submit(store, quick_spec()).run_id
+    store.claim_next("slow")
+    store.fail_stale(older_than_s=-1)
+    assert not store.finish(run_id, status=RunStatus.FINISHED, result={"x": 1}, worker="slow")
+    assert store.get_run(run_id).status is RunStatus.FAILED
+
+
+def test_heartbeat_keeps_a_run_fresh_and_reports_cancel_requests(store):
+    run_id = submit(store, quick_spec()).run_id
+    store.register_worker("w", backend="local", host="h", pid=1, device="cpu")
+    store.claim_next("w")
+    assert store.heartbeat("w", [run_id]) == set()
+    store.request_cancel(run_id)
+    assert store.heartbeat("w", [run_id]) == {run_id}
+    assert store.fail_stale(older_than_s=60) == []
+    [worker] = store.list_workers()
+    assert worker.name == "w" and worker.current_run == run_id
+
+
+def test_job_options_are_not_part_of_a_runs_identity(store):
+    first = submit(store, quick_spec())
+    training, options = split_job_options(fast_spec(epochs=2, on_worker_lost="requeue"))
+    assert submit(store, parse_spec(training), options=options).run_id == first.run_id
+    with pytest.raises(SpecError, match="on_worker_lost: must be one of 'fail', 'requeue'"):
+        split_job_options(fast_spec(on_worker_lost="retry"))
+
+
+def test_a_new_engine_version_is_not_served_old_results(store, monkeypatch):
+    import engine.jobs.queue as queue
+
+    old = submit(store, quick_spec())
+    store.claim_next("w")
+    store.finish(old.run_id, status=RunStatus.FINISHED, result={"epsilon": 1.0})
+    assert submit(store, quick_spec()).cached
+    monkeypatch.setattr(queue, "ENGINE_VERSION", "99.0.0")
+    fresh = submit(store, quick_spec())
+    assert not fresh.cached and not fresh.existing
+    assert store.get_run(old.run_id).status is RunStatus.FINISHED, "the old run is kept"
+
+
+def test_migrating_a_version_1_store_keeps_its_runs(tmp_path):
+    from cache.schema import MIGRATIONS
+
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.executescript(MIGRATIONS[0])
+        db.execute("INSERT INTO runs (id, cache_key, spec_json, engine_version, status, created_at)"
+                   " VALUES ('r1', 'k', '{}', '0.1.0', 'finished', 1.0)")  # fmt: skip
+        db.execute("PRAGMA user_version=1")
+    store = Store(path)
+    run = store.get_run("r1")
+    assert run.status is RunStatus.FINISHED and run.attempts == 0
+    assert [e.detail for e in store.events("r1")] == ["recorded before status history existed"]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_a_store_from_newer_code_is_refused(tmp_path):
+    path = tmp_path / "new.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match="newer than this code"):
+        Store(path)

@@ -1,6 +1,8 @@
-"""Jobs: submitting runs to the store's queue (with the result cache) and the worker that trains them."""
+"""Jobs: the queue with its result cache (`queue`), sweeps (`sweep`), job options (`options`), the
+local worker (`worker`) and its pool (`pool`), the Ray backend (`ray_backend`), export and import
+(`transfer`). The store side of a run is `recording`; the training side, `run_training`, imports no
+store, so it can run on hosts that cannot see the SQLite file.
 
-from engine.jobs.queue import Submission, submit
-from engine.jobs.worker import Worker, default_data_dirs
-
-__all__ = ["Submission", "Worker", "default_data_dirs", "submit"]
+Submodules are imported directly (`from engine.jobs.queue import submit`): importing this package
+imports nothing else, so a Ray task loads the training side only.
+"""

@@ -1,9 +1,16 @@
-"""Submitting a validated spec: served from the result cache when an identical run finished."""
+"""Submitting a validated spec: served from the result cache when an identical run finished.
+
+A run's identity (its cache key) is the hash of its canonical, validated spec plus the engine
+version: an identical submission returns the finished run at once (`cached`), or the identical run
+already queued or running (`existing`), unless `force` asks for a new run. A new engine version
+changes every key, so older results stop being served without being deleted.
+"""
 
 from dataclasses import dataclass
 
-from cache import RunStatus, Store
+from cache import NewRun, RunStatus, Store
 from engine import ENGINE_VERSION
+from engine.jobs.options import JobOptions
 from engine.training import RunSpec
 
 
@@ -13,15 +20,30 @@ class Submission:
     cached: bool  # an identical spec already finished on this engine version: its stored result
     existing: bool  # an identical spec is already queued or running: that run is returned
 
+    def to_dict(self) -> dict:
+        return {"id": self.run_id, "cached": self.cached, "existing": self.existing}
 
-def submit(store: Store, spec: RunSpec, *, force: bool = False) -> Submission:
-    key = spec.cache_key(ENGINE_VERSION)
-    if not force:
-        done = store.find_by_key(key, [RunStatus.FINISHED])
-        if done is not None:
-            return Submission(run_id=done.id, cached=True, existing=True)
-        active = store.find_by_key(key, [RunStatus.QUEUED, RunStatus.RUNNING])
-        if active is not None:
-            return Submission(run_id=active.id, cached=False, existing=True)
-    run_id = store.create_run(spec=spec.to_dict(), cache_key=key, engine_version=ENGINE_VERSION)
+
+def answer_from_store(store: Store, key: str) -> Submission | None:
+    """The run that already answers `key`: finished (a cache hit), else queued or running."""
+    done = store.find_by_key(key, [RunStatus.FINISHED])
+    if done is not None:
+        return Submission(run_id=done.id, cached=True, existing=True)
+    active = store.find_by_key(key, [RunStatus.QUEUED, RunStatus.RUNNING])
+    if active is not None:
+        return Submission(run_id=active.id, cached=False, existing=True)
+    return None
+
+
+def new_run(spec: RunSpec, options: JobOptions) -> NewRun:
+    return NewRun(spec=spec.to_dict(), cache_key=spec.cache_key(ENGINE_VERSION), engine_version=ENGINE_VERSION,
+                  requeues=options.requeues)  # fmt: skip
+
+
+def submit(store: Store, spec: RunSpec, *, force: bool = False, options: JobOptions | None = None) -> Submission:
+    run = new_run(spec, options or JobOptions())
+    if not force and (answer := answer_from_store(store, run.cache_key)) is not None:
+        return answer
+    run_id = store.create_run(spec=run.spec, cache_key=run.cache_key, engine_version=run.engine_version,
+                              requeues=run.requeues)  # fmt: skip
     return Submission(run_id=run_id, cached=False, existing=False)

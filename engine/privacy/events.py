@@ -43,9 +43,15 @@ def _positive(name: str, value: float) -> float:
     return float(value)
 
 
+MIN_NOISE_MULTIPLIER = 1e-3  # below this a Gaussian release protects nothing, and σ² underflows the accountants
+
+
 def gaussian_event(*, noise_multiplier: float) -> dp_event.DpEvent:
     """A Gaussian release with noise std = noise_multiplier × sensitivity."""
-    return dp_event.GaussianDpEvent(noise_multiplier=_positive("noise_multiplier", noise_multiplier))
+    sigma = _positive("noise_multiplier", noise_multiplier)
+    if sigma < MIN_NOISE_MULTIPLIER:
+        raise PrivacyError(f"noise_multiplier must be >= {MIN_NOISE_MULTIPLIER:g}, got {noise_multiplier!r}")
+    return dp_event.GaussianDpEvent(noise_multiplier=sigma)
 
 
 def dpsgd_step_event(

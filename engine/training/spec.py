@@ -41,6 +41,7 @@ from engine.training.optimizers import DEFAULT_MOMENTUM, OptimizerName
 from engine.training.schedules import CONSTANT, Schedule, ScheduleError, ScheduleKind, parse_schedule
 
 CSV_PREFIX = "csv:"
+MAX_STEPS = 250_000  # a run's live ε curve holds steps × RDP orders floats (~120 MB at the limit)
 FEATURES = ("pixels", "scatternet")
 
 
@@ -309,6 +310,11 @@ def _training_options(
         raise SpecError("momentum", "only applies to optimizer 'momentum'")
     if "lot_size" in values and values["lot_size"] > info.n_train:
         raise SpecError("lot_size", f"must be an integer in [1, {info.n_train}] (the training set size of {info.name})")
+    lot = values.get("lot_size", info.n_train)  # noisy GD: the full batch
+    steps = math.ceil(values["epochs"] * info.n_train / lot - 1e-9)
+    if steps > MAX_STEPS:
+        raise SpecError("epochs", f"{values['epochs']:g} epochs at lot size {lot} is {steps:,} steps; at most "
+                                  f"{MAX_STEPS:,} per run (raise lot_size or lower epochs)")  # fmt: skip
     if "pca_dims" in values:
         if model == "cnn":
             raise SpecError("pca_dims", "does not apply to model 'cnn' (it needs the image, not projected features)")

@@ -1,0 +1,57 @@
+"""`python -m engine`: the command line of the engine and its jobs.
+
+- runs: train, submit, sweep, worker, runs, show, cancel (`run_commands`);
+- the store: export, import, delete, gc, size (`store_commands`);
+- privacy: epsilon, calibrate (`privacy_commands`); the catalogue: algorithms, datasets, baseline.
+
+The composition root of the engine: the only module that wires training, jobs and the store
+together for a terminal user. An error prints one line naming the problem (with `--json`, also a
+JSON object `{"error": ...}` on stdout) and exits with status 2; nothing is written to the store.
+"""
+
+import argparse
+import sys
+
+from cache import Store, StoreError, store_path
+from cache.archive import ArchiveError
+from engine.cli import catalog_commands, privacy_commands, run_commands, store_commands
+from engine.cli.common import CliError, emit
+from engine.jobs.settings import SettingError
+from engine.privacy import PrivacyError
+from engine.training import DatasetError, SpecError
+
+__all__ = ["CliError", "build_parser", "main"]
+EXPECTED_ERRORS = (CliError, SpecError, DatasetError, PrivacyError, StoreError, SettingError, ArchiveError)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error exits with status 2 through `main` (and as JSON with --json)."""
+
+    def error(self, message: str):
+        raise CliError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m engine", description="DP lab engine")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    for module in (run_commands, store_commands, privacy_commands, catalog_commands):
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    wants_json = "--json" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        store = Store(store_path()) if args.needs_store else None
+        args.func(args, store)
+    except EXPECTED_ERRORS as exc:
+        message = str(exc)
+        print(f"error: {message}", file=sys.stderr)
+        if wants_json:
+            emit({"error": message, "kind": type(exc).__name__})
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,98 @@
+"""`epsilon` and `calibrate`: ε of a Poisson DP-SGD schedule, or the σ that meets a target ε."""
+
+import argparse
+import math
+
+from cache import Store
+from engine.cli.common import CliError, emit
+from engine.privacy import (
+    ACCOUNTANTS,
+    NotApplicableError,
+    calibrate_noise_multiplier,
+    dpsgd_step_event,
+    panel,
+    single_phase,
+)
+
+TIGHT_ACCOUNTANTS = ("rdp", "pld")
+
+
+def dpsgd_schedule(args: argparse.Namespace) -> tuple[float, int]:
+    """(sampling rate q, steps) from --sampling-rate or --dataset-size/--lot-size, and --steps or --epochs."""
+    if args.sampling_rate is not None:
+        rate = args.sampling_rate
+    elif args.dataset_size is not None and args.lot_size is not None:
+        if not 1 <= args.lot_size <= args.dataset_size:
+            raise CliError(f"--lot-size must be in [1, --dataset-size={args.dataset_size}], got {args.lot_size}")
+        rate = args.lot_size / args.dataset_size
+    else:
+        raise CliError("give --sampling-rate, or --dataset-size with --lot-size")
+    if not 0 < rate <= 1:
+        raise CliError(f"--sampling-rate must be in (0, 1], got {rate}")
+    if args.steps is not None:
+        steps = args.steps
+    elif args.epochs is not None:
+        steps = math.ceil(args.epochs / rate - 1e-9)
+    else:
+        raise CliError("give --steps, or --epochs")
+    if steps < 1:
+        raise CliError(f"--steps must be >= 1, got {steps}")
+    return rate, steps
+
+
+def cmd_epsilon(args: argparse.Namespace, store: Store | None) -> None:
+    rate, steps = dpsgd_schedule(args)
+    ledger = single_phase(dpsgd_step_event(sampling_rate=rate, noise_multiplier=args.noise_multiplier), steps)
+    names = (args.accountant,) if args.accountant else tuple(ACCOUNTANTS)
+    accounts = panel(ledger, delta=args.delta, names=names)
+    name, eps = accounts.tightest()
+    out = {"epsilon": eps, "accountant": name, "delta": args.delta, "sampling_rate": rate, "steps": steps}
+    if "rdp" in accounts.curves:
+        out |= {"best_order": accounts.curves["rdp"].final_order, "order_at_edge": accounts.curves["rdp"].order_at_edge}
+    if args.all:
+        out |= {"epsilons": accounts.final(), "not_applicable": accounts.not_applicable}
+    emit(out)
+
+
+def cmd_calibrate(args: argparse.Namespace, store: Store | None) -> None:
+    rate, steps = dpsgd_schedule(args)
+    # By default the two tight accountants: for Gaussian DP-SGD the composition theorems never win.
+    names = (args.accountant,) if args.accountant else tuple(ACCOUNTANTS) if args.all else TIGHT_ACCOUNTANTS
+    sigmas, missing = {}, {}
+    for name in names:
+        try:
+            sigmas[name] = calibrate_noise_multiplier(
+                target_epsilon=args.epsilon, delta=args.delta, sampling_rate=rate, steps=steps, accountant_name=name
+            )
+        except NotApplicableError as exc:
+            missing[name] = str(exc)
+    if not sigmas:
+        raise CliError("no accountant applies: " + "; ".join(missing.values()))
+    name, sigma = min(sigmas.items(), key=lambda item: item[1])
+    out = {"noise_multiplier": sigma, "accountant": name, "epsilon": args.epsilon, "delta": args.delta,
+           "sampling_rate": rate, "steps": steps}  # fmt: skip
+    if args.all:
+        out |= {"noise_multipliers": sigmas, "not_applicable": missing}
+    emit(out)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    for name, func, help_text in (
+        ("epsilon", cmd_epsilon, "ε of a Poisson DP-SGD run (default: the tightest accountant that applies)"),
+        ("calibrate", cmd_calibrate, "the smallest σ meeting a target ε (default: the tightest accountant)"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--sampling-rate", type=float, help="q; or give --dataset-size and --lot-size")
+        p.add_argument("--dataset-size", type=int, help="N")
+        p.add_argument("--lot-size", type=int, help="expected lot size L (q = L/N)")
+        p.add_argument("--steps", type=int, help="T; or give --epochs (T = ⌈epochs / q⌉)")
+        p.add_argument("--epochs", type=float)
+        p.add_argument("--delta", type=float, required=True)
+        p.add_argument("--accountant", choices=list(ACCOUNTANTS), help="one accountant instead of the tightest")
+        p.add_argument("--all", action="store_true", help="every accountant's answer in one JSON object")
+        p.add_argument("--json", action="store_true", help="accepted for uniformity: the output is always JSON")
+        if name == "epsilon":
+            p.add_argument("--noise-multiplier", type=float, required=True)
+        else:
+            p.add_argument("--epsilon", type=float, required=True)
+        p.set_defaults(func=func, needs_store=False)

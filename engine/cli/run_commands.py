@@ -1,0 +1,250 @@
+"""train, submit, sweep, worker, runs, show, cancel: runs and the queue."""
+
+import argparse
+import logging
+import os
+import socket
+import sys
+import time
+
+from cache import RunStatus, Store
+from engine.cli.common import CliError, emit, read_json_file
+from engine.jobs import settings
+from engine.jobs.options import split_job_options
+from engine.jobs.queue import answer_from_store, new_run, submit
+from engine.jobs.recording import RunRecorder
+from engine.jobs.run_training import train_claimed
+from engine.jobs.sweep import submit_sweep
+from engine.jobs.worker import Heartbeat, Worker
+from engine.training import parse_spec
+
+BACKENDS = ("local", "ray")
+
+
+def read_spec(path: str):
+    """(the validated training spec, its job options) from a spec file."""
+    training, options = split_job_options(read_json_file(path, what="spec"))
+    return parse_spec(training), options
+
+
+def cmd_train(args: argparse.Namespace, store: Store) -> None:
+    """Train in the foreground, recorded in the store like a worker's run."""
+    spec, options = read_spec(args.spec)
+    run = new_run(spec, options)
+    if not args.force and (answer := answer_from_store(store, run.cache_key)) is not None and answer.cached:
+        emit({**store.get_run(answer.run_id).result, "cached": True, "run_id": answer.run_id})
+        return
+    name = f"cli@{socket.gethostname()}:{os.getpid()}"
+    store.register_worker(name, backend="cli", host=socket.gethostname(), pid=os.getpid(), device=None)
+    run_id = store.create_run(spec=run.spec, cache_key=run.cache_key, engine_version=run.engine_version,
+                              status=RunStatus.RUNNING, worker=name)  # fmt: skip
+    recorder = RunRecorder(store, store.get_run(run_id), worker=name)
+    last_print = [0.0]
+
+    def progress(record):
+        if not args.quiet and (time.monotonic() - last_print[0] > 1.0 or record.step == recorder_plan.steps):
+            last_print[0] = time.monotonic()
+            eps = "not private" if record.epsilon is None else f"ε={record.epsilon:.3f}"
+            print(f"step {record.step}/{recorder_plan.steps}  {eps}", file=sys.stderr, flush=True)
+
+    with Heartbeat(store, name, every_s=settings.heartbeat_s()) as heartbeat:
+        heartbeat.run_id = run_id
+        try:
+            recorder_plan = recorder.start()
+            result = train_claimed(
+                run.spec,
+                data_dirs=settings.default_data_dirs(),
+                sink=recorder.write,
+                plan=recorder_plan,
+                on_step=progress,
+                should_stop=lambda: run_id in heartbeat.cancelled or recorder.cancel_requested,
+            )
+        except BaseException as exc:
+            recorder.failed(f"{type(exc).__name__}: {exc}")
+            store.worker_stopped(name, reason="failed")
+            raise
+        recorder.finished(result)
+    store.worker_stopped(name, reason="done")
+    emit({**result, "cached": False, "run_id": run_id})
+
+
+def cmd_submit(args: argparse.Namespace, store: Store) -> None:
+    spec, options = read_spec(args.spec)
+    submission = submit(store, spec, force=args.force, options=options)
+    if args.json:
+        emit(submission.to_dict())
+    else:
+        note = " (cached result)" if submission.cached else " (already queued)" if submission.existing else ""
+        print(submission.run_id + note)
+
+
+def cmd_sweep(args: argparse.Namespace, store: Store) -> None:
+    submission = submit_sweep(store, read_json_file(args.grid, what="grid spec"), force=args.force)
+    if args.json:
+        emit(submission.to_dict())
+    else:
+        print(f"sweep {submission.sweep_id}: {len(submission.run_ids)} runs ({submission.created} queued, "
+              f"{submission.cached} cached, {submission.existing} already queued)")  # fmt: skip
+
+
+def backend_of(args: argparse.Namespace) -> str:
+    if args.backend is not None:
+        return args.backend
+    return "ray" if os.environ.get("RAY_ADDRESS") else "local"
+
+
+def cmd_worker(args: argparse.Namespace, store: Store) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    backend = backend_of(args)
+    if backend == "ray":
+        from engine.jobs.ray_backend import RayDispatcher  # Ray is imported only when asked for
+
+        dispatcher = RayDispatcher(store, address=args.ray_address, gpus_per_run=args.gpus_per_run,
+                                   max_in_flight=args.workers)  # fmt: skip
+        dispatcher.run(poll_s=args.poll, exit_when_idle=args.once)
+        return
+    if args.pool_child is not None or args.once:
+        worker = Worker(store, parent_pid=args.pool_child)
+        logging.getLogger("dplab.worker").info("started as %s on store %s", worker.name, store.path)
+        worker.run_forever(poll_s=args.poll, exit_when_idle=args.once)
+        return
+    from engine.jobs.pool import WorkerPool
+
+    workers = args.workers if args.workers is not None else settings.default_workers()
+    logging.getLogger("dplab.pool").info("%d worker(s) on store %s", workers, store.path)
+    WorkerPool(store, workers=workers, poll_s=args.poll).run()
+
+
+def cmd_runs(args: argparse.Namespace, store: Store) -> None:
+    statuses = [RunStatus(s) for s in args.status] if args.status else None
+    runs = store.list_runs(limit=args.limit, statuses=statuses, sweep_id=args.sweep)
+    if args.json:
+        emit([r.summary() for r in runs])
+        return
+    for r in runs:
+        eps = ""
+        if r.result:
+            spent = r.result.get("epsilon")
+            eps = f"ε={spent:.3f}" if spent is not None else "ε=∞"
+            eps += f" acc={r.result['test_accuracy']:.3f}"
+        elif r.status is RunStatus.RUNNING and r.total_steps:
+            eps = f"step {r.progress_step}/{r.total_steps}"
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at))
+        dataset, model = r.spec.get("dataset", "?"), r.spec.get("model", "?")
+        print(f"{r.id}  {r.status.value:9}  {created}  {dataset}/{model}  {eps}  {r.error or ''}".rstrip())
+
+
+def cmd_show(args: argparse.Namespace, store: Store) -> None:
+    run = store.get_run(args.run)
+    out = {**run.summary(), "plan": run.plan, "cancel_requested": run.cancel_requested,
+           "events": [{"at": e.at, "status": e.status.value, "worker": e.worker, "detail": e.detail}
+                      for e in store.events(run.id)]}  # fmt: skip
+    if args.metrics:
+        out["metrics"] = [{"step": s, "name": n, "value": v} for s, n, v in store.metrics(run.id)]
+    emit(out)
+
+
+def cmd_cancel(args: argparse.Namespace, store: Store) -> None:
+    status = store.request_cancel(args.run)
+    out = {"id": args.run, "status": status.value, "cancel_requested": status is RunStatus.RUNNING}
+    if args.json:
+        emit(out)
+    elif status is RunStatus.CANCELLED:
+        print(f"{args.run}: cancelled (it had not started)")
+    elif status is RunStatus.RUNNING:
+        print(f"{args.run}: cancel requested; it stops at its next step")
+    else:
+        raise CliError(f"{args.run} is already {status.value}; nothing to cancel")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if not 1 <= value <= 256:
+        raise argparse.ArgumentTypeError(f"must be in [1, 256], got {value}")
+    return value
+
+
+def _poll_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not 0.01 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"must be in [0.01, 60] seconds, got {value}")
+    return value
+
+
+def _gpu_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 <= value <= 8:
+        raise argparse.ArgumentTypeError(f"must be in [0, 8] GPUs, got {value}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a spec in the foreground; last line: the result as JSON")
+    p.add_argument("spec", help="path to a spec JSON file ('-' for stdin)")
+    p.add_argument("--force", action="store_true", help="train again even if the result is cached")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--json", action="store_true", help="accepted for uniformity: the result is always JSON")
+    p.set_defaults(func=cmd_train, needs_store=True)
+
+    p = sub.add_parser("submit", help="queue a spec for a worker; prints the run id")
+    p.add_argument("spec", help="path to a spec JSON file ('-' for stdin)")
+    p.add_argument("--force", action="store_true", help="queue a new run even if the result is cached")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_submit, needs_store=True)
+
+    p = sub.add_parser("sweep", help="queue a grid of runs (one or two parameters × values × seeds)")
+    p.add_argument("grid", help="path to a grid spec JSON file: {base, grid, seeds, name}")
+    p.add_argument("--force", action="store_true", help="queue new runs even for points already cached")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_sweep, needs_store=True)
+
+    p = sub.add_parser("worker", help="train queued runs: a pool of local worker processes, or Ray tasks")
+    p.add_argument("--workers", type=_positive_int, default=None,
+                   help="local worker processes (default: one per GPU, else 1; DPLAB_WORKERS); with --backend ray:"
+                        " the most runs in flight")  # fmt: skip
+    p.add_argument("--backend", choices=BACKENDS, default=None, help="default: ray when RAY_ADDRESS is set, else local")
+    p.add_argument("--ray-address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else 'auto')")
+    p.add_argument("--gpus-per-run", type=_gpu_fraction, default=None,
+                   help="Ray: GPUs per run (a fraction lets runs share a GPU; default 0.25 with GPUs)")  # fmt: skip
+    p.add_argument("--once", action="store_true", help="one worker in this process; exit when the queue is empty")
+    p.add_argument("--poll", type=_poll_seconds, default=0.5, help="seconds between queue polls when idle")
+    p.add_argument("--pool-child", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help="accepted for uniformity: a worker prints log lines")
+    p.set_defaults(func=cmd_worker, needs_store=True)
+
+    p = sub.add_parser("runs", help="list runs, newest first (a sweep's in grid order)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--limit", type=_positive_int_or_many, default=100)
+    p.add_argument("--status", nargs="+", choices=[s.value for s in RunStatus], help="only runs in these statuses")
+    p.add_argument("--sweep", default=None, help="only the runs of this sweep")
+    p.set_defaults(func=cmd_runs, needs_store=True)
+
+    p = sub.add_parser("show", help="one run as JSON: spec, plan, result, status history")
+    p.add_argument("run")
+    p.add_argument("--metrics", action="store_true", help="include every per-step metric")
+    p.add_argument("--json", action="store_true", help="accepted for uniformity: the output is always JSON")
+    p.set_defaults(func=cmd_show, needs_store=True)
+
+    p = sub.add_parser("cancel", help="cancel a queued run (never starts) or a running one (stops within a step)")
+    p.add_argument("run")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_cancel, needs_store=True)
+
+
+def _positive_int_or_many(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if not 1 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be in [1, 1000000], got {value}")
+    return value

@@ -1,0 +1,64 @@
+"""The training side of a claimed run: parse the stored spec, train, hand per-step metrics out in
+batches, stop when asked. It never imports the store (`cache`), so the very same code runs in a
+local worker and in a Ray task on a host that cannot see the SQLite file."""
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.training import StepRecord, TrainingPlan, parse_spec, plan_spec, train
+
+FLUSH_EVERY_S = 0.3
+MetricRows = list[tuple[int, dict[str, float]]]
+
+
+class StopTraining(Exception):
+    """The worker is stopping (not a cancel): the run goes back to the queue."""
+
+
+class MetricBatcher:
+    """Buffers step records and hands them to `sink` at most every FLUSH_EVERY_S seconds."""
+
+    def __init__(self, sink: Callable[[MetricRows], None], *, every_s: float = FLUSH_EVERY_S):
+        self.sink, self.every_s = sink, every_s
+        self.pending: MetricRows = []
+        self.last_flush = time.monotonic()
+
+    def __call__(self, record: StepRecord) -> None:
+        self.pending.append((record.step, record.metrics()))
+        if time.monotonic() - self.last_flush >= self.every_s:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            rows, self.pending = self.pending, []
+            self.sink(rows)
+        self.last_flush = time.monotonic()
+
+
+def train_claimed(
+    spec: dict[str, Any],
+    *,
+    data_dirs: Sequence[Path],
+    sink: Callable[[MetricRows], None],
+    should_stop: Callable[[], bool],
+    on_step: Callable[[StepRecord], None] | None = None,
+    plan: TrainingPlan | None = None,
+) -> dict[str, Any]:
+    """Train a stored (canonical) spec; per-step metrics go to `sink` in batches. Returns the
+    result as JSON-ready data; `stopped_early` is set when `should_stop` ended it. `plan` saves
+    planning again when the caller has just done it."""
+    parsed = parse_spec(spec)
+    batcher = MetricBatcher(sink)
+
+    def step(record: StepRecord) -> None:
+        batcher(record)
+        if on_step is not None:
+            on_step(record)
+
+    result = train(
+        parsed, plan=plan or plan_spec(parsed), data_dirs=list(data_dirs), on_step=step, should_stop=should_stop
+    )
+    batcher.flush()
+    return result.to_dict()

@@ -1,0 +1,138 @@
+"""Sweeps: a grid spec expands into runs that share a sweep id, so a frontier can be drawn while
+they finish.
+
+A grid spec is a JSON object:
+
+    {"name": "σ × lot size", "base": {...a run spec...},
+     "grid": {"noise_multiplier": [0.8, 1.2, 2.0], "lot_size": [64, 256]},
+     "seeds": [0, 1, 2], "on_worker_lost": "fail"}
+
+`grid` holds one or two spec keys, each with a list of values; `seeds` (default: the base spec's
+seed) repeats every grid point. Every point is validated as a run spec before anything is queued,
+and a point's error names the point. Setting `noise_multiplier` or `target_epsilon` in the grid
+replaces the other in the base (they are alternatives). Points answered by the result cache (or
+already queued) join the sweep without training again, unless `force`.
+"""
+
+import itertools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cache import NewRun, Store
+from engine.jobs.options import split_job_options
+from engine.jobs.queue import answer_from_store, new_run
+from engine.training import SpecError, parse_spec
+from engine.training.spec import ALL_KEYS
+
+SWEEP_KEYS = ("name", "base", "grid", "seeds", "on_worker_lost")
+MAX_PARAMETERS = 2
+MAX_VALUES = 100
+MAX_SEEDS = 50
+MAX_RUNS = 1000
+ALTERNATIVES = {"noise_multiplier": "target_epsilon", "target_epsilon": "noise_multiplier"}
+
+
+class SweepError(SpecError):
+    """A grid spec is malformed, or one of its points is not a valid run spec."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepPoint:
+    values: dict[str, Any]  # the grid parameters' values and the seed
+    spec: dict[str, Any]  # the raw run spec of this point (job options included)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSubmission:
+    sweep_id: str
+    run_ids: tuple[str, ...]
+    created: int
+    cached: int
+    existing: int  # identical runs already queued or running
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sweep_id": self.sweep_id, "run_ids": list(self.run_ids), "created": self.created,
+                "cached": self.cached, "existing": self.existing}  # fmt: skip
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def expand_sweep(raw: Any) -> list[SweepPoint]:
+    """The grid points of a grid spec, in order (first parameter slowest, seeds fastest)."""
+    if not isinstance(raw, Mapping):
+        raise SweepError("sweep", f"must be a JSON object, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(SWEEP_KEYS))
+    if unknown:
+        raise SweepError(unknown[0], f"unknown key; allowed keys: {', '.join(SWEEP_KEYS)}")
+    if "name" in raw and not (isinstance(raw["name"], str) and len(raw["name"]) <= 200):
+        raise SweepError("name", "must be a string of at most 200 characters")
+    base = raw.get("base")
+    if not isinstance(base, Mapping):
+        raise SweepError("base", "missing or not a JSON object: the run spec every point starts from")
+    grid = raw.get("grid")
+    if not isinstance(grid, Mapping) or not 1 <= len(grid) <= MAX_PARAMETERS:
+        raise SweepError("grid", f"must be an object of 1 to {MAX_PARAMETERS} spec keys, each with a list of values")
+    for key, values in grid.items():
+        if key not in ALL_KEYS or key == "seed":
+            raise SweepError(f"grid.{key}", "not a spec key that can be swept (seeds go in 'seeds')")
+        if not isinstance(values, list) or not 1 <= len(values) <= MAX_VALUES:
+            raise SweepError(f"grid.{key}", f"must be a list of 1 to {MAX_VALUES} values")
+        if not all(_is_scalar(v) or isinstance(v, list | dict) for v in values):
+            raise SweepError(f"grid.{key}", "values must be JSON values")
+        encoded = [json.dumps(v, sort_keys=True) for v in values]
+        if len(set(encoded)) != len(encoded):
+            raise SweepError(f"grid.{key}", "has a repeated value")
+    seeds = raw.get("seeds", [base.get("seed", 0)])
+    integers = isinstance(seeds, list) and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    if not integers or not 1 <= len(seeds) <= MAX_SEEDS or len(set(seeds)) != len(seeds):
+        raise SweepError("seeds", f"must be a list of 1 to {MAX_SEEDS} distinct integers")
+    total = len(seeds) * math.prod(len(v) for v in grid.values())
+    if total > MAX_RUNS:
+        raise SweepError("grid", f"expands to {total} runs; at most {MAX_RUNS} per sweep")
+
+    points = []
+    for combo in itertools.product(*grid.values(), seeds):
+        values = dict(zip([*grid, "seed"], combo, strict=True))
+        spec = dict(base)
+        for key in grid:
+            spec.pop(ALTERNATIVES.get(key, ""), None)
+        spec.update(values)
+        points.append(SweepPoint(values=values, spec=spec))
+    return points
+
+
+def _label(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in values.items())
+
+
+def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmission:
+    """Validate every point, then create the sweep and its new runs in one transaction."""
+    points = expand_sweep(raw)
+    members: list[tuple[dict[str, Any], NewRun | str]] = []
+    seen: dict[str, str] = {}
+    counts = {"created": 0, "cached": 0, "existing": 0}
+    for point in points:
+        try:
+            training, options = split_job_options({**point.spec, **({"on_worker_lost": raw["on_worker_lost"]}
+                                                                     if "on_worker_lost" in raw else {})})  # fmt: skip
+            run = new_run(parse_spec(training), options)
+        except SpecError as exc:
+            raise SweepError(f"grid point {_label(point.values)}", str(exc)) from None
+        if run.cache_key in seen:
+            raise SweepError("grid", f"points {seen[run.cache_key]} and {_label(point.values)} train the same run")
+        seen[run.cache_key] = _label(point.values)
+        answer = None if force else answer_from_store(store, run.cache_key)
+        if answer is None:
+            members.append((point.values, run))
+            counts["created"] += 1
+        else:
+            members.append((point.values, answer.run_id))
+            counts["cached" if answer.cached else "existing"] += 1
+    spec = {k: raw[k] for k in SWEEP_KEYS if k in raw}
+    sweep_id, run_ids = store.create_sweep(spec=spec, name=raw.get("name"), members=members)
+    return SweepSubmission(sweep_id=sweep_id, run_ids=tuple(run_ids), **counts)
