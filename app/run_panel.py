@@ -1,11 +1,12 @@
-"""The run panel: a run's status, progress, headline numbers and live charts, polling the store."""
+"""The run panel: a run's status, progress with ETA and cancel, headline numbers and live charts (accuracy with
+its non-private references, ε by accountant, training loss and the private diagnostics), polling the store."""
 
 import time
 
 import pandas as pd
 import streamlit as st
 
-from app import charts, services
+from app import charts, services, train_baseline
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS
 
@@ -18,10 +19,11 @@ STATUS_BADGE = {
     RunStatus.CANCELLED: (":material/cancel:", "cancelled"),
 }
 PRIVATE_NOTE = (
-    "Training loss is computed on the private training data (each step's sampled lot). It is a "
-    "diagnostic for you, computed on private data and **not released** under the DP guarantee; "
-    "test accuracy uses the held-out test set."
+    "Training loss, accuracy on the lot, gradient norms and the fraction clipped are computed on the private "
+    "training data (each step's lot): diagnostics for you, computed on private data and **not released**, so "
+    "no ε covers them. Test accuracy uses the held-out test set."
 )
+CHART_HEIGHT = 340
 
 
 def run_panel(run_id: str, *, from_cache: bool = False) -> None:
@@ -63,13 +65,33 @@ def _run_body(run: RunRecord) -> None:
     frame = spent_so_far(services.metrics_frame(run.id), run)
     _progress(run, frame, total)
     _headline(run, frame)
-    target = spec.get("target_epsilon")
-    left, middle, right = st.columns(3)
-    left.plotly_chart(charts.accuracy_figure(frame, total_steps=total), key=f"acc-{run.id}")
-    middle.plotly_chart(charts.loss_figure(frame, total_steps=total), key=f"loss-{run.id}")
-    right.plotly_chart(charts.epsilon_figure(frame, total_steps=total, target_epsilon=target), key=f"eps-{run.id}")
-    st.caption(PRIVATE_NOTE)
+    stopped = run.status in (RunStatus.CANCELLED, RunStatus.FAILED)  # the x axis ends where it stopped
+    _charts(run, frame, max(run.progress_step, 1) if stopped else total)
     _privacy_details(run)
+
+
+def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
+    """Accuracy and ε side by side, then training loss and the private diagnostics, over steps 0..`total`;
+    all in the run's colour."""
+    spec, color = run.spec, charts.run_color(run.id)
+    references = train_baseline.references(run)
+    figures = {"acc": charts.run_accuracy_figure(frame, color=color, total_steps=total, references=references)}
+    if spec.get("delta"):  # private: ε by accountant
+        figures["eps"] = charts.epsilon_figure(
+            frame, total_steps=total, target_epsilon=spec.get("target_epsilon"), color=color
+        )
+    figures["loss"] = charts.loss_figure(frame, total_steps=total, color=color)
+    if spec.get("delta") and spec.get("clipping") != "input":  # input clipping computes no per-example gradient
+        constant_c = spec.get("clip_schedule", {"kind": "constant"}).get("kind") == "constant"
+        figures["diag"] = charts.private_diagnostics_figure(
+            frame, color=color, total_steps=total, clip_norm=spec["clip_norm"] if constant_c else None
+        )
+    for row in range(0, len(figures), 2):
+        for column, (name, figure) in zip(st.columns(2), list(figures.items())[row : row + 2], strict=False):
+            figure.update_layout(height=CHART_HEIGHT)
+            column.plotly_chart(figure, key=f"{name}-{run.id}")
+    st.caption(PRIVATE_NOTE)
+    train_baseline.offer(run, references)
 
 
 ALGORITHM_TITLES = {"dpsgd": "DP-SGD", "noisy_gd": "noisy GD", "nonprivate": "non-private"}
@@ -94,7 +116,11 @@ def _progress(run: RunRecord, frame, total: int) -> None:
     if run.status is RunStatus.RUNNING and (eta := remaining_seconds(frame, total)) is not None:
         text += f" · about {eta:.0f} s left" if eta >= 1 else " · finishing"
     st.progress(fraction, text=text)
-    if run.status is RunStatus.RUNNING and st.button("Cancel run", key=f"cancel-{run.id}"):
+    if run.status is RunStatus.RUNNING and st.button(
+        "Cancel run",
+        key=f"cancel-{run.id}",
+        help="Stop at the next step: the model and ε are those of the steps taken, and the result is kept.",
+    ):
         services.cancel_run(run.id)
 
 

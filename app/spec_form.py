@@ -1,137 +1,300 @@
-"""The spec form: presets and one widget per spec field (each with a one-line tooltip), and the
-summary of what the configuration implies before anything trains."""
+"""The spec form: a preset, the algorithm, then one widget per spec field that applies to it (each with a
+one-sentence tooltip on what it does to privacy and accuracy), and the summary of what the configuration
+implies before anything trains. Widgets only describe a spec: nothing here starts training."""
 
 from typing import Any
 
 import streamlit as st
 
-from app import services
+from app import services, train_spec
+from app.train_presets import (
+    CLIP_NORMS,
+    COUNT_EPSILONS,
+    DEFAULT_PRESET,
+    DELTAS,
+    EPOCHS,
+    EPSILONS,
+    FORM_DEFAULTS,
+    HIDDEN_WIDTHS,
+    LEARNING_RATES,
+    LOT_SIZES,
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    PCA_NOISES,
+    PRESETS,
+    SIGMA_MODE,
+    SIGMAS,
+    TARGET_MODE,
+    form_values,
+)
 from engine.training import DATASETS
 
-# Widget values shared by the presets; each preset names what it changes.
-PRESET_BASE: dict[str, Any] = dict(
-    dataset="digits", model="logreg", hidden=128, mode="Target ε", target_epsilon=3.0, noise_multiplier=1.0,
-    delta=1e-5, clip_norm=1.0, lot_size=64, epochs=20, lr=2.0, seed=0,
-)  # fmt: skip
-PRESETS: dict[str, dict[str, Any]] = {
-    "Fast digits demo: logistic regression, ε = 3": PRESET_BASE,
-    "Digits MLP (128 ReLU), ε = 3": PRESET_BASE | {"model": "mlp", "lr": 1.0},
-    "Seed 000: UCI Adult logistic regression, ε = 1": PRESET_BASE
-    | {"dataset": "adult", "target_epsilon": 1.0, "delta": 1e-6, "lot_size": 256, "epochs": 5, "lr": 1.0},
-}
-# Roughly log-spaced "nice" values from 0.1 to 10 (a log-scale slider, as in OpenDP's DP Wizard).
-EPSILONS = [0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
-DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
-CLIP_NORMS = [0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0]
-SIGMAS = [0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0]
-LEARNING_RATES = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0]
-LOT_SIZES = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+__all__ = ["EPSILONS", "dataset_note", "plan_summary", "spec_form"]
+PREFIX = "train_"  # session-state keys of this form: the pages share one session state
+
+
+def key(name: str) -> str:
+    return PREFIX + name
+
+
+def _value(name: str) -> Any:
+    return st.session_state[key(name)]
 
 
 def _apply_preset() -> None:
-    for key, value in PRESETS[st.session_state["preset"]].items():
-        st.session_state[key] = value
+    for name, value in form_values(PRESETS[st.session_state[key("preset")]].spec).items():
+        st.session_state[key(name)] = value
+
+
+def _keep_values() -> None:
+    """Streamlit forgets the value of a widget that is not drawn in a run (the hidden-layer width while the
+    model is logistic regression, say): writing each value back keeps them all for when they reappear."""
+    state = st.session_state
+    if key("preset") not in state:
+        state[key("preset")] = DEFAULT_PRESET
+        _apply_preset()
+    for name, default in FORM_DEFAULTS.items():
+        state[key(name)] = state.get(key(name), default)
+
+
+def _coerce(name: str, allowed: list) -> None:
+    """Keep a choice valid when an earlier choice narrowed its options (no model 'cnn' on Adult)."""
+    if _value(name) not in allowed:
+        st.session_state[key(name)] = allowed[-1] if name == "pca_dims" else allowed[0]
+
+
+def _dataset_label(name: str) -> str:
+    title = DATASETS[name].title
+    return f"{title} — not downloaded" if services.missing_dataset_files(name) else title
 
 
 def spec_form() -> dict[str, Any]:
     """The sidebar form; returns the raw spec it describes (validated later, by the engine)."""
-    if "dataset" not in st.session_state:
-        st.session_state["preset"] = next(iter(PRESETS))
-        _apply_preset()
+    _keep_values()
     with st.sidebar:
-        st.selectbox(
-            "Preset",
-            list(PRESETS),
-            key="preset",
-            on_change=_apply_preset,
-            help="A configuration known to work; every field below can still be changed.",
-        )
-        st.markdown("**Data and model**")
-        st.selectbox(
-            "Dataset",
-            list(DATASETS),
-            key="dataset",
-            format_func=lambda d: DATASETS[d].title,
-            help="The private training data. Digits is built in and needs no download.",
-        )
-        st.selectbox(
-            "Model",
-            ["logreg", "mlp"],
-            key="model",
-            format_func={"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)"}.get,
-            help="Bigger models fit better but each gradient carries more noise in total.",
-        )
-        if st.session_state["model"] == "mlp":
-            st.select_slider(
-                "Hidden units", [32, 64, 128, 256, 512, 1000], key="hidden", help="Width of the hidden layer."
-            )
-        st.markdown("**Privacy**")
-        st.radio(
-            "Set privacy by",
-            ["Target ε", "Noise multiplier σ"],
-            key="mode",
-            horizontal=True,
-            help="Either pick the ε you can afford (σ is calibrated to meet it) or pick σ and see the ε.",
-        )
-        if st.session_state["mode"] == "Target ε":
-            st.select_slider(
-                "Target ε",
-                EPSILONS,
-                key="target_epsilon",
-                help="Privacy budget: smaller ε means stronger privacy and more noise, "
-                "so lower accuracy. Log scale, 0.1 to 10.",
-            )
+        preset_picker()
+        algorithm_picker()
+        data_and_model()
+        if train_spec.private(_value("algorithm")):
+            privacy()
         else:
+            st.caption("No clipping and no noise: ε = ∞. Its accuracy is the reference the private runs pay for.")
+        training()
+        advanced()
+    return train_spec.raw_spec({name: _value(name) for name in FORM_DEFAULTS})
+
+
+def preset_picker() -> None:
+    st.selectbox(
+        "Preset",
+        list(PRESETS),
+        key=key("preset"),
+        on_change=_apply_preset,
+        help="Fills every field below with a configuration known to work; each field can still be changed.",
+    )
+    st.caption(PRESETS[_value("preset")].source)
+
+
+def algorithm_picker() -> None:
+    st.selectbox(
+        "Algorithm",
+        list(train_spec.ALGORITHM_TITLES),
+        key=key("algorithm"),
+        format_func=train_spec.ALGORITHM_TITLES.get,
+        help="DP-SGD and noisy GD are private (clipping plus noise); the non-private baseline shows the "
+        "accuracy that privacy costs.",
+    )
+
+
+def data_and_model() -> None:
+    algorithm = _value("algorithm")
+    st.markdown("**Data and model**")
+    datasets = train_spec.datasets_for(algorithm)
+    _coerce("dataset", datasets)
+    here = [d for d in datasets if not services.missing_dataset_files(d)]
+    st.selectbox(
+        "Dataset",
+        here + [d for d in datasets if d not in here],  # what can train offline first
+        key=key("dataset"),
+        format_func=_dataset_label,
+        help="The private training data: a larger N gives more accuracy for the same ε. Digits is built in.",
+    )
+    models = train_spec.models_for(_value("dataset"), algorithm)
+    _coerce("model", models)
+    st.selectbox(
+        "Model",
+        models,
+        key=key("model"),
+        format_func=train_spec.MODEL_TITLES.get,
+        help="Bigger models can fit better, but the same noise is spread over more parameters.",
+    )
+    if _value("model") == "mlp":
+        st.select_slider(
+            "Hidden units",
+            HIDDEN_WIDTHS,
+            key=key("hidden"),
+            help="Width of the hidden layer: more capacity, and a noisier gradient per parameter.",
+        )
+    dims = train_spec.pca_dims_for(_value("dataset"))
+    if _value("model") == "cnn" or not dims:
+        return
+    st.checkbox(
+        "Project inputs with PCA" + (" (DP-PCA)" if train_spec.private(algorithm) else ""),
+        key=key("use_pca"),
+        help="Fewer input dimensions make each gradient less noisy; privately fitted, it spends some ε up front.",
+    )
+    if _value("use_pca"):
+        _coerce("pca_dims", dims)
+        st.select_slider(
+            "PCA dimensions", dims, key=key("pca_dims"), help="Dimensions kept: fewer denoise more but lose detail."
+        )
+        if train_spec.private(algorithm):
             st.select_slider(
-                "Noise multiplier σ",
-                SIGMAS,
-                key="noise_multiplier",
-                help="Noise std divided by C: larger σ means more privacy (smaller ε) and noisier updates.",
+                "DP-PCA noise σ_p",
+                PCA_NOISES,
+                key=key("pca_noise"),
+                help="Noise on the covariance: larger σ_p spends less ε on PCA and gives a blurrier projection.",
             )
+
+
+def privacy() -> None:
+    algorithm = _value("algorithm")
+    st.markdown("**Privacy**")
+    st.radio(
+        "Set privacy by",
+        [TARGET_MODE, SIGMA_MODE],
+        key=key("mode"),
+        horizontal=True,
+        help="Either pick the ε you can afford (σ is calibrated to meet it) or pick σ and see the ε it gives.",
+    )
+    if _value("mode") == TARGET_MODE:
         st.select_slider(
-            "δ",
-            DELTAS,
-            key="delta",
-            format_func=lambda d: f"{d:.0e}",
-            help="Probability that the ε guarantee may fail; keep it well below 1/N.",
+            "Target ε",
+            EPSILONS,
+            key=key("target_epsilon"),
+            help="Privacy budget: a smaller ε is stronger privacy and needs more noise, so less accuracy. "
+            "Log scale, 0.1 to 10.",
         )
-        st.select_slider(
-            "Clipping norm C",
-            CLIP_NORMS,
-            key="clip_norm",
-            help="Each example's gradient is scaled down to L2 norm ≤ C: this bounds any one "
-            "person's influence. Small C biases gradients; large C needs more noise.",
-        )
-        st.markdown("**Training**")
-        st.select_slider(
-            "Lot size L",
-            LOT_SIZES,
-            key="lot_size",
-            help="Expected number of examples per step (each joins with probability L/N). "
-            "Larger lots average out noise but spend more privacy per step.",
-        )
-        st.slider("Epochs", 1, 100, key="epochs", help="Passes over the data: more steps spend more ε.")
-        st.select_slider("Learning rate", LEARNING_RATES, key="lr", help="Step size of SGD.")
-        st.number_input("Seed", 0, 2**31 - 1, key="seed", help="Fixes sampling, noise and initialization.")
-    state = st.session_state
-    raw: dict[str, Any] = {
-        "dataset": state["dataset"],
-        "model": state["model"],
-        "algorithm": "dpsgd",
-        "delta": state["delta"],
-        "clip_norm": state["clip_norm"],
-        "lot_size": int(state["lot_size"]),
-        "epochs": int(state["epochs"]),
-        "lr": state["lr"],
-        "seed": int(state["seed"]),
-    }
-    if state["mode"] == "Target ε":
-        raw["target_epsilon"] = state["target_epsilon"]
     else:
-        raw["noise_multiplier"] = state["noise_multiplier"]
-    if state["model"] == "mlp":
-        raw["hidden"] = [int(state["hidden"])]
-    return raw
+        st.select_slider(
+            "Noise multiplier σ",
+            SIGMAS,
+            key=key("noise_multiplier"),
+            help="Noise std divided by C: a larger σ gives more privacy (smaller ε) and noisier updates.",
+        )
+    st.select_slider(
+        "δ",
+        DELTAS,
+        key=key("delta"),
+        format_func=lambda d: f"{d:.0e}",
+        help="Probability that the ε guarantee may fail: keep it well below 1/N; a smaller δ costs a little ε.",
+    )
+    st.select_slider(
+        "Clipping norm C" if algorithm == "dpsgd" else "Clipping bound b",
+        CLIP_NORMS,
+        key=key("clip_norm"),
+        help="Each example's gradient is scaled to L2 norm ≤ C, bounding one person's influence: a small C "
+        "biases the gradient, a large C needs more noise.",
+    )
+    if algorithm == "noisy_gd":
+        st.select_slider(
+            "ε of the noisy count",
+            COUNT_EPSILONS,
+            key=key("count_epsilon"),
+            help="Noisy GD divides by a Laplace-noised N, charged up front: a larger share of ε makes it more exact.",
+        )
+
+
+def training() -> None:
+    st.markdown("**Training**")
+    if _value("algorithm") != "noisy_gd":
+        st.select_slider(
+            "Lot size L" if _value("algorithm") == "dpsgd" else "Batch size",
+            LOT_SIZES,
+            key=key("lot_size"),
+            help="Expected examples per step (each joins with probability L/N): larger lots average out the "
+            "noise but spend more privacy per step.",
+        )
+    st.select_slider(
+        "Epochs",
+        EPOCHS,
+        key=key("epochs"),
+        help="Passes over the data: more steps can fit better, and every step spends ε.",
+    )
+    st.select_slider(
+        "Learning rate",
+        LEARNING_RATES,
+        key=key("lr"),
+        help="SGD step size: post-processing, so it changes accuracy but never ε.",
+    )
+    st.selectbox(
+        "Learning-rate schedule",
+        LR_SCHEDULES,
+        key=key("lr_schedule"),
+        format_func={"constant": "Constant", "linear": "Linear decay"}.get,
+        help="Decaying the step size lets noisy SGD settle; it costs no privacy.",
+    )
+    if _value("lr_schedule") == "linear":
+        left, right = st.columns(2)
+        left.number_input(
+            "to × lr",
+            0.01,
+            1.0,
+            step=0.01,
+            key=key("lr_end_factor"),
+            help="The final learning rate as a fraction of the first (seed 003: 0.52).",
+        )
+        right.number_input(
+            "over epochs",
+            0.5,
+            1000.0,
+            step=1.0,
+            key=key("lr_decay_epochs"),
+            help="Epochs over which the rate decays linearly, then stays.",
+        )
+    st.number_input(
+        "Seed",
+        0,
+        2**31 - 1,
+        key=key("seed"),
+        help="Fixes sampling, noise and initialization: the same spec and seed train the same model.",
+    )
+
+
+def advanced() -> None:
+    algorithm = _value("algorithm")
+    with st.expander("Advanced"):
+        if modes := train_spec.clipping_modes(algorithm):
+            _coerce("clipping", modes)
+            st.radio(
+                "Clipping",
+                modes,
+                key=key("clipping"),
+                format_func=train_spec.CLIPPING_TITLES.get,
+                help="What is bounded per example: the privacy cost is the same, the bias differs.",
+            )
+        st.selectbox(
+            "Optimizer",
+            OPTIMIZERS,
+            key=key("optimizer"),
+            format_func={"sgd": "SGD", "momentum": "SGD with momentum 0.9", "adam": "Adam"}.get,
+            help="How the noisy gradient becomes an update: post-processing, so no effect on ε.",
+        )
+
+
+def dataset_note(dataset: str) -> None:
+    """Say so when the chosen dataset's files are not on this machine (the plan still works: it needs only N)."""
+    missing = services.missing_dataset_files(dataset)
+    if not missing:
+        return
+    folders = ", ".join(f"`{d}`" for d in services.data_directories())
+    st.warning(
+        icon=":material/download:",
+        body=f"**{DATASETS[dataset].title} is not downloaded**: {len(missing)} file(s) missing "
+        f"(`{missing[0]}`…) in {folders}. The plan below needs only public facts; to train, a worker downloads "
+        "the files on first use, which needs internet access. Offline, copy them into one of these folders "
+        "(or point `DPLAB_DATA_DIR` at a copy), or pick the built-in Digits.",
+    )
 
 
 def plan_summary(preview: services.PlanPreview) -> None:
@@ -139,11 +302,21 @@ def plan_summary(preview: services.PlanPreview) -> None:
         st.error(f"Cannot train this configuration: {preview.error}")
         return
     cols = st.columns(4)
+    if not preview.private:
+        cols[0].metric("Steps", f"{preview.steps:,}", help="epochs × N / batch size")
+        cols[1].metric("Batch fraction", f"{preview.sampling_rate:.4f}", help=f"B / N with N = {preview.n_train:,}")
+        cols[2].metric("ε", "∞", help="Not private: no clipping, no noise, so no finite ε bounds what it reveals.")
+        return
     cols[0].metric(
         "Noise multiplier σ",
         f"{preview.noise_multiplier:.3f}",
-        help="Calibrated by the RDP accountant when a target ε is set.",
+        help="Noise std over C; calibrated by the RDP accountant when a target ε is set.",
     )
-    cols[1].metric("Steps", f"{preview.steps:,}", help="epochs × N / L")
+    cols[1].metric("Steps", f"{preview.steps:,}", help="epochs × N / L (noisy GD: one full-batch step per epoch)")
     cols[2].metric("Sampling rate q", f"{preview.sampling_rate:.4f}", help=f"L / N with N = {preview.n_train:,}")
-    cols[3].metric("ε after training (RDP)", f"{preview.epsilon:.3f}", help=f"Best RDP order {preview.best_order:g}.")
+    cols[3].metric(
+        "ε after training (RDP)",
+        f"{preview.epsilon:.3f}",
+        help=f"An upper bound by the RDP accountant (best order {preview.best_order:g}), up-front releases "
+        "included; the finished run reports the tightest of all accountants, never more.",
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from bench import accounting, jobs, throughput, utility
+from bench import accounting, dashboard, jobs, throughput, utility
 from engine.training import pick_device
 
 
@@ -38,6 +38,7 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "accounting": accounting.run,
     "utility": utility.run,
     "jobs": jobs.run,
+    "dashboard": dashboard.run,
 }
 
 

@@ -1,8 +1,11 @@
-"""End to end in a real browser: start a worker and the Streamlit dashboard on a fresh data home, press
-Train in headless Chromium, and watch the ε chart fill in; the run survives a page reload.
+"""End to end in a real browser: start a worker and the Streamlit dashboard on a fresh data home, stretch the
+fast digits demo to 400 epochs with the keyboard, press Train in headless Chromium, and check that the ε and
+accuracy charts gain points while the run trains; then cancel it, and see the cancelled run with all four
+charts, also when its URL is opened again (in the dark theme); no browser console error throughout.
 
 Needs the Playwright Python package and Debian's Chromium at /usr/bin/chromium (no `playwright install`).
-Screenshots go to test-artifacts/ (git-ignored) under the repository root.
+Screenshots go to test-artifacts/ (git-ignored) under the repository root: browser-train-live.png (while
+training), browser-train.png (cancelled, light theme), browser-train-dark.png (the reopened URL, dark theme).
 """
 
 import os
@@ -20,7 +23,10 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import ConsoleMessage, Page, sync_playwright
+
+from engine.training import DATASETS
+from engine.training.plan import steps_for
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -36,36 +42,55 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 HEALTH_TIMEOUT_S = 60
-CHART_TIMEOUT_S = 90
+TIMEOUT_MS = 90_000
 EPSILON_TITLE = "Cumulative privacy loss"
-MIN_SEGMENTS = 3
+ACCURACY_TITLE = "Accuracy"
+DIAGNOSTICS_TITLE = "Private diagnostics"
+EXPECTED_TITLES = [ACCURACY_TITLE, EPSILON_TITLE, "Training loss", DIAGNOSTICS_TITLE]
+LONG_EPOCHS = 400  # the slider's end: 9,000 digits steps, far more than the test watches before it cancels
 
-EXPECTED_TITLES = ["Test accuracy", "Training loss", EPSILON_TITLE]
-
-# The charts a user can see, each as {title, segments}: `segments` counts the "L" commands of the
-# chart's longest trace path. While a Streamlit fragment reruns (every second during training) the
-# DOM also holds stale, zero-size copies of its elements: those are skipped. Queried afresh each poll.
+# The charts a user can see, each as {title, traces: {name: points}}, read from the Plotly graph divs
+# (`data[i].x`: an array, or as Streamlit sends numbers, {dtype: 'f8', bdata: base64} with 8-byte elements).
+# While a Streamlit fragment reruns (every second during training) the DOM also holds stale, zero-size copies
+# of its elements: those are skipped. Queried afresh each poll.
 VISIBLE_CHARTS_JS = """
-() => Array.from(document.querySelectorAll('.stPlotlyChart .js-plotly-plot, .js-plotly-plot'))
-    .filter((chart, i, all) => all.indexOf(chart) === i)
-    .filter(chart => { const r = chart.getBoundingClientRect(); return r.width > 0 && r.height > 0; })
-    .map(chart => ({
-        title: (chart.querySelector('.gtitle') || {}).textContent || '',
-        segments: Math.max(0, ...Array.from(chart.querySelectorAll('g.scatterlayer path.js-line'))
-            .map(path => ((path.getAttribute('d') || '').match(/L/g) || []).length)),
-    }))
+() => {
+    const length = x => !x ? 0 : (x.length !== undefined ? x.length
+        : x.bdata ? atob(x.bdata).length / Number(x.dtype.slice(1)) : 0);
+    return Array.from(document.querySelectorAll('.js-plotly-plot'))
+        .filter(chart => { const r = chart.getBoundingClientRect(); return r.width > 0 && r.height > 0; })
+        .map(chart => ({
+            title: (chart.layout && chart.layout.title && chart.layout.title.text) || '',
+            traces: Object.fromEntries((chart.data || []).map((t, i) => [t.name || `trace ${i}`, length(t.x)])),
+        }));
+}
 """
-# The ε chart's trace is drawn with at least `minSegments` line segments.
-EPSILON_DRAWN_JS = f"""
-([title, minSegments]) => ({VISIBLE_CHARTS_JS})()
-    .some(chart => chart.title.includes(title) && chart.segments >= minSegments)
+# The points of one trace of the visible chart whose title contains `title` (0 while it is not drawn).
+TRACE_POINTS_JS = f"""
+([title, trace]) => Math.max(0, ...({VISIBLE_CHARTS_JS})()
+    .filter(chart => chart.title.includes(title)).map(chart => chart.traces[trace] || 0))
 """
-# Exactly the expected charts are visible and each has a drawn line (the page is not mid-redraw).
+# [ε points, accuracy points] once both watched traces hold more points than `before` (a fragment rerun has
+# drawn newer metrics), else null. Read in the same poll as the test: a later read may catch a redraw.
+GAINED_JS = f"""
+([before]) => {{
+    const points = ([title, trace]) => ({TRACE_POINTS_JS})([title, trace]);
+    const now = [points(["{EPSILON_TITLE}", "RDP (every step)"]), points(["{ACCURACY_TITLE}", "test set"])];
+    return now[0] > before[0] && now[1] > before[1] ? now : null;
+}}
+"""
+# The script run is over and no element is stale (faded, left over from the previous run); only once a run has
+# ended, as the live view reruns every second while it trains.
+IDLE_JS = """
+() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
+    && !document.querySelector('[data-stale="true"]')
+"""
+# Exactly the expected charts are visible, each with at least one point (the page is not mid-redraw).
 ALL_DRAWN_JS = f"""
 (titles) => {{
     const charts = ({VISIBLE_CHARTS_JS})();
-    return charts.length === titles.length
-        && titles.every(title => charts.some(chart => chart.title.includes(title) && chart.segments >= 1));
+    return charts.length === titles.length && titles.every(title => charts.some(
+        chart => chart.title.includes(title) && Math.max(0, ...Object.values(chart.traces)) >= 1));
 }}
 """
 
@@ -124,15 +149,26 @@ def _wait_healthy(port: int, server: subprocess.Popen, fail: Callable[[str], NoR
     fail(f"{url} did not answer 'ok' within {HEALTH_TIMEOUT_S} s (last: {last_error})")
 
 
-def _wait_for_epsilon_line(page: Page) -> None:
-    page.wait_for_function(
-        EPSILON_DRAWN_JS, arg=[EPSILON_TITLE, MIN_SEGMENTS], timeout=CHART_TIMEOUT_S * 1000, polling=250
-    )
+def _points(page: Page, title: str, trace: str) -> int:
+    return int(page.evaluate(TRACE_POINTS_JS, [title, trace]))
+
+
+def _watched_points(page: Page) -> tuple[int, int]:
+    """(ε points of the RDP curve, test-accuracy points) as drawn now."""
+    return _points(page, EPSILON_TITLE, "RDP (every step)"), _points(page, ACCURACY_TITLE, "test set")
+
+
+def _wait_for_more_points(page: Page, before: tuple[int, int]) -> tuple[int, int]:
+    """Until both watched traces have more points than `before`; returns the counts seen then."""
+    handle = page.wait_for_function(GAINED_JS, arg=[list(before)], timeout=TIMEOUT_MS, polling=100)
+    eps, accuracy = handle.json_value()
+    return int(eps), int(accuracy)
 
 
 def _wait_for_all_charts(page: Page) -> None:
-    """Until the three charts are drawn at once; at the latest when the run ends and polling stops."""
-    page.wait_for_function(ALL_DRAWN_JS, arg=EXPECTED_TITLES, timeout=CHART_TIMEOUT_S * 1000, polling=100)
+    """Until the page is idle with the four charts drawn (call it once the run has ended)."""
+    page.wait_for_function(IDLE_JS, timeout=TIMEOUT_MS, polling=100)
+    page.wait_for_function(ALL_DRAWN_JS, arg=EXPECTED_TITLES, timeout=TIMEOUT_MS, polling=100)
 
 
 def _run_id_from_url(url: str) -> str | None:
@@ -140,7 +176,11 @@ def _run_id_from_url(url: str) -> str | None:
     return match.group(1) if match else None
 
 
-def test_train_in_browser_plots_epsilon_and_survives_reload(tmp_path: Path) -> None:
+def _status_heading(page: Page, run_id: str, status: str):
+    return page.locator("h3", has_text=run_id).filter(has_text=f"· {status}").first
+
+
+def test_train_in_browser_charts_gain_points_while_training(tmp_path: Path) -> None:
     env = os.environ.copy()
     env["DPLAB_HOME"] = str(tmp_path / "home")
     env["PYTHONPATH"] = str(ROOT)
@@ -149,6 +189,7 @@ def test_train_in_browser_plots_epsilon_and_survives_reload(tmp_path: Path) -> N
     worker_log, server_log = tmp_path / "worker.log", tmp_path / "server.log"
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "browser-train-failure.png").unlink(missing_ok=True)
+    console_errors: list[str] = []
 
     def fail(message: str) -> NoReturn:
         pytest.fail(
@@ -157,22 +198,14 @@ def test_train_in_browser_plots_epsilon_and_survives_reload(tmp_path: Path) -> N
             pytrace=False,
         )
 
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            console_errors.append(f"{message.text} ({message.location.get('url', '')})")
+
     worker_cmd = [sys.executable, "-m", "engine", "worker"]
-    server_cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app/main.py",
-        "--server.address",
-        "127.0.0.1",
-        "--server.port",
-        str(port),
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
+    server_cmd = [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.address", "127.0.0.1",
+                  "--server.port", str(port), "--server.headless", "true",
+                  "--browser.gatherUsageStats", "false"]  # fmt: skip
     with (
         _process(worker_cmd, env=env, log=worker_log) as worker,
         _process(server_cmd, env=env, log=server_log) as server,
@@ -181,33 +214,58 @@ def test_train_in_browser_plots_epsilon_and_survives_reload(tmp_path: Path) -> N
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             try:
-                page = browser.new_page(viewport={"width": 1500, "height": 1100})
+                # Tall enough for the whole page: Streamlit scrolls inside its own container, not the document.
+                page = browser.new_page(viewport={"width": 1500, "height": 2000}, color_scheme="light")
+                page.on("console", on_console)
+                page.on("pageerror", lambda exc: console_errors.append(f"uncaught: {exc}"))
                 try:
-                    page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded", timeout=60_000)
-                    page.get_by_text("Train a differentially private model").wait_for(timeout=60_000)
-                    page.get_by_role("button", name="Train", exact=True).click(timeout=30_000)
+                    page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
+                    page.get_by_text("Train a differentially private model").wait_for(timeout=TIMEOUT_MS)
+                    page.get_by_role("slider", name="Epochs").focus()
+                    page.keyboard.press("End")
+                    steps = steps_for(epochs=LONG_EPOCHS, n_train=DATASETS["digits"].n_train, lot_size=64)
+                    page.get_by_text(f"{steps:,}", exact=True).wait_for(timeout=TIMEOUT_MS)  # the plan followed
+                    page.get_by_role("button", name="Train", exact=True).click(timeout=TIMEOUT_MS)
+                    page.mouse.move(5, 5)  # off the button: its tooltip would cover the plan in the screenshots
 
-                    _wait_for_epsilon_line(page)
-                    _wait_for_all_charts(page)
-                    page.screenshot(path=ARTIFACTS / "browser-train-epsilon.png", full_page=True)
-
+                    page.wait_for_function("() => location.search.includes('run=')", timeout=TIMEOUT_MS, polling=100)
                     run_id = _run_id_from_url(page.url)
                     assert run_id, f"no run= query parameter in {page.url}"
+                    training = _status_heading(page, run_id, "training")
+                    training.wait_for(timeout=TIMEOUT_MS)
+                    first = _wait_for_more_points(page, (2, 1))  # at least 3 ε points and 2 accuracy points
+                    training.wait_for(timeout=10_000)  # still training (tolerates a redraw of the heading)
+                    second = _wait_for_more_points(page, first)
+                    assert second[0] > first[0] and second[1] > first[1], (first, second)
+                    page.screenshot(path=ARTIFACTS / "browser-train-live.png", full_page=True)
                     assert worker.poll() is None, "the worker exited while training"
 
-                    page.reload(wait_until="domcontentloaded", timeout=60_000)
-                    assert _run_id_from_url(page.url) == run_id, f"run id lost on reload: {page.url}"
-                    heading = page.locator("h3", has_text=run_id).filter(has_text="Run ")
-                    heading.first.wait_for(timeout=60_000)
-                    _wait_for_epsilon_line(page)
+                    page.get_by_role("button", name="Cancel run").click(timeout=TIMEOUT_MS)
+                    _status_heading(page, run_id, "cancelled").wait_for(timeout=TIMEOUT_MS)
                     _wait_for_all_charts(page)
+                    final = _watched_points(page)
+                    assert final[0] >= second[0] and final[1] >= second[1], (second, final)
+                    assert page.locator('[data-testid="stException"]').count() == 0
+                    assert page.get_by_role("button", name="Cancel run").count() == 0
                     page.screenshot(path=ARTIFACTS / "browser-train.png", full_page=True)
+
+                    # The URL names the run: opened again (here in the dark theme), it shows the same run.
+                    dark = browser.new_page(viewport={"width": 1500, "height": 2000}, color_scheme="dark")
+                    dark.on("console", on_console)
+                    dark.on("pageerror", lambda exc: console_errors.append(f"uncaught: {exc}"))
+                    dark.goto(page.url, wait_until="domcontentloaded", timeout=TIMEOUT_MS)
+                    _status_heading(dark, run_id, "cancelled").wait_for(timeout=TIMEOUT_MS)
+                    _wait_for_all_charts(dark)
+                    assert _run_id_from_url(dark.url) == run_id, f"run id lost on reload: {dark.url}"
+                    dark.screenshot(path=ARTIFACTS / "browser-train-dark.png", full_page=True)
                 except Exception as exc:
                     charts = "unknown"
                     with suppress(Exception):
                         charts = page.evaluate(VISIBLE_CHARTS_JS)
                     with suppress(Exception):
                         page.screenshot(path=ARTIFACTS / "browser-train-failure.png", full_page=True)
-                    fail(f"{type(exc).__name__}: {exc}\n(page URL: {page.url}; visible charts: {charts})")
+                    fail(f"{type(exc).__name__}: {exc}\n(page URL: {page.url}; visible charts: {charts}; "
+                         f"console errors: {console_errors})")  # fmt: skip
             finally:
                 browser.close()
+    assert not console_errors, console_errors

@@ -1,4 +1,6 @@
-"""Runs: every run in the store, newest first; open one to see its charts again."""
+"""Runs: worker health, how many runs are in each status, the queue in the order workers take it (with
+cancel buttons), every run filtered by status, one run opened with its status history, error and charts,
+and moving finished runs between stores (export to a zip, import from one)."""
 
 import time
 
@@ -6,41 +8,259 @@ import pandas as pd
 import streamlit as st
 
 from app import run_panel, services
+from cache import RunRecord, RunStatus, StoreError
+from cache.archive import ArchiveError
 
-st.title("Runs")
-workers = services.worker_health()
-if not workers:
-    st.warning("No worker is running: queued runs wait until one starts (`python -m engine worker`).")
-with st.expander(f"Workers ({sum(w['healthy'] for w in workers)} healthy)", expanded=False):
-    st.dataframe(pd.DataFrame(workers), hide_index=True, width="stretch")
+QUEUE_ROWS = 20  # queued runs listed with a cancel button; the rest are counted
+TERMINAL = [RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED]
 
-runs = services.recent_runs()
-if not runs:
-    st.info("No runs yet: launch one from the Train page.")
-    st.stop()
 
-table = pd.DataFrame(
-    [
-        {
-            "run": r.id,
-            "status": r.status.value,
-            "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at)),
-            "dataset": r.spec.get("dataset", "?"),
-            "model": r.spec.get("model", "?"),
-            "target ε": r.spec.get("target_epsilon"),
-            "ε spent": (r.result or {}).get("epsilon"),
-            "test accuracy": (r.result or {}).get("test_accuracy"),
-            "steps": f"{r.progress_step}/{r.total_steps or '?'}",
-            "error": r.error
-            or (f"no heartbeat for {age:.0f} s" if (age := services.heartbeat_age(r)) and age > 10 else ""),
-        }
-        for r in runs
-    ]
-)
-st.dataframe(table, hide_index=True, width="stretch")
+def _when(seconds: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else ""
 
-labels = {r.id: f"{r.id} · {r.status.value} · {r.spec.get('dataset', '?')}/{r.spec.get('model', '?')}" for r in runs}
-chosen = st.selectbox("Open a run", list(labels), format_func=labels.get, key="open_run")
-if chosen:
+
+def _label(run: RunRecord) -> str:
+    return f"{run.id} · {run.status.value} · {run.spec.get('dataset', '?')}/{run.spec.get('model', '?')}"
+
+
+def workers() -> None:
+    health = services.worker_health()
+    if not health:
+        st.warning("No worker is running: queued runs wait until one starts (`python -m engine worker`).")
+    with st.expander(f"Workers ({sum(w['healthy'] for w in health)} healthy)", expanded=False):
+        st.dataframe(pd.DataFrame(health), hide_index=True, width="stretch")
+
+
+def status_counts(counts: dict[str, int]) -> None:
+    for column, (status, count) in zip(st.columns(len(counts)), counts.items(), strict=True):
+        column.metric(status, f"{count:,}", help=f"Runs in the store whose status is {status}.")
+
+
+def _cancel(run_ids: list[str]) -> None:
+    try:
+        after = services.cancel_runs(run_ids)
+    except StoreError as exc:
+        st.session_state["runs_cancelled"] = f"Not cancelled: {exc}"
+        return
+    cancelled, stopping = after.count(RunStatus.CANCELLED), after.count(RunStatus.RUNNING)
+    parts = []
+    if cancelled:
+        parts.append(f"Cancelled {cancelled} queued run(s).")
+    if stopping:
+        parts.append(f"Cancel requested for {stopping} running run(s): each stops at its next step.")
+    if len(after) > cancelled + stopping:
+        parts.append(f"{len(after) - cancelled - stopping} run(s) had already ended.")
+    st.session_state["runs_cancelled"] = " ".join(parts)
+
+
+def queue() -> None:
+    """Running runs, then queued runs in the order workers claim them, each with a cancel button."""
+    active = services.queue_order()
+    st.subheader("Queue")
+    if message := st.session_state.pop("runs_cancelled", None):
+        st.success(message, icon=":material/cancel:")
+    if not active:
+        st.caption("Nothing is queued or running.")
+        return
+    st.caption("Workers take the oldest queued run first.")
+    queued = [r for r in active if r.status is RunStatus.QUEUED]
+    running = len(active) - len(queued)  # running runs come first
+    for position, run in enumerate(active[:QUEUE_ROWS], start=1 - running):
+        text, button = st.columns([6, 1], vertical_alignment="center")
+        if run.status is RunStatus.RUNNING:
+            where = f"running on {run.worker or '?'} · step {run.progress_step}/{run.total_steps or '?'}"
+        else:
+            where = f"#{position} in the queue · submitted {_when(run.created_at)}"
+        text.markdown(f"`{run.id}` · {run.spec.get('dataset', '?')}/{run.spec.get('model', '?')} · {where}")
+        button.button(
+            "Cancel",
+            key=f"runs_cancel::{run.id}",
+            on_click=_cancel,
+            args=([run.id],),
+            disabled=run.cancel_requested,
+            help="A queued run is cancelled at once; a running one stops at its next step.",
+        )
+    if len(active) > QUEUE_ROWS:
+        st.caption(f"… and {len(active) - QUEUE_ROWS:,} more queued.")
+    if len(queued) > 1:
+        confirm = st.checkbox(
+            f"Yes, cancel all {len(queued):,} queued runs",
+            key="runs_confirm_cancel_all",
+            help="Tick to enable the button that cancels every queued run at once.",
+        )
+        st.button(
+            "Cancel all queued",
+            key="runs_cancel_all",
+            disabled=not confirm,
+            on_click=_cancel,
+            args=([r.id for r in queued],),
+            help="Cancel every queued run; running runs go on.",
+        )
+
+
+def runs_table() -> list[RunRecord]:
+    """Every run (newest first) in the statuses picked; returns the runs shown."""
+    st.subheader("All runs")
+    picked = st.multiselect(
+        "Statuses",
+        [s.value for s in RunStatus],
+        default=[],
+        key="runs_filter",
+        placeholder="All statuses",
+        help="Show only runs in these statuses; none picked shows every run.",
+    )
+    runs = services.runs_with_status([RunStatus(s) for s in picked] or list(RunStatus))
+    if not runs:
+        st.info("No runs yet: launch one from the Train page." if not picked else "No run has these statuses.")
+        return []
+    table = pd.DataFrame(
+        [
+            {
+                "run": r.id,
+                "status": r.status.value,
+                "created": _when(r.created_at),
+                "dataset": r.spec.get("dataset", "?"),
+                "model": r.spec.get("model", "?"),
+                "target ε": r.spec.get("target_epsilon"),
+                "ε spent": (r.result or {}).get("epsilon"),
+                "test accuracy": (r.result or {}).get("test_accuracy"),
+                "steps": f"{r.progress_step}/{r.total_steps or '?'}",
+                "imported": r.imported,
+                "error": r.error
+                or (f"no heartbeat for {age:.0f} s" if (age := services.heartbeat_age(r)) and age > 10 else ""),
+            }
+            for r in runs
+        ]
+    )
+    st.dataframe(table, hide_index=True, width="stretch")
+    return runs
+
+
+def opened_run(runs: list[RunRecord]) -> None:
+    """A run's charts and error (the run panel), then its status history."""
+    labels = {r.id: _label(r) for r in runs}
+    chosen = st.selectbox(
+        "Open a run",
+        list(labels),
+        format_func=labels.get,
+        key="open_run",
+        help="Show this run's progress, charts, error and status history.",
+    )
+    if not chosen:
+        return
     st.divider()
     run_panel.run_panel(chosen)
+    history = services.run_history(chosen)
+    with st.expander(f"Status history ({len(history)} changes)", expanded=True):
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {"at": _when(e.at), "status": e.status.value, "worker": e.worker or "", "detail": e.detail or ""}
+                    for e in history
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+def export_runs() -> None:
+    finished = services.runs_with_status(TERMINAL, limit=1000)
+    st.markdown("**Export**: finished, failed and cancelled runs, as a zip another store can import.")
+    labels = {r.id: _label(r) for r in finished}
+    chosen = st.multiselect(
+        "Runs to export",
+        list(labels),
+        format_func=labels.get,
+        key="runs_export_ids",
+        help="The runs to put in the archive (queued and running runs cannot travel).",
+    )
+    metrics = st.checkbox(
+        "Include per-step metrics",
+        value=True,
+        key="runs_export_metrics",
+        help="Without them the archive holds specs, results and history only (much smaller).",
+    )
+    wanted = (tuple(chosen), metrics)
+    if st.button(
+        "Prepare archive",
+        key="runs_export_prepare",
+        disabled=not chosen,
+        help="Build the zip of the selected runs; a download button appears when it is ready.",
+    ):
+        try:
+            st.session_state["runs_export"] = (wanted, services.export_runs(list(chosen), include_metrics=metrics))
+        except (ArchiveError, StoreError) as exc:
+            st.error(f"**Nothing exported**: {exc}", icon=":material/error:")
+    prepared = st.session_state.get("runs_export")
+    if prepared and prepared[0] == wanted:
+        export = prepared[1]
+        st.download_button(
+            f"Download {len(export.run_ids)} run(s) ({len(export.data) / 1e6:,.2f} MB)",
+            data=export.data,
+            file_name=f"dplab-runs-{time.strftime('%Y%m%d-%H%M%S')}.zip",
+            mime="application/zip",
+            key="runs_export_download",
+            on_click="ignore",
+            help="Save the archive; import it on the Runs page of another lab.",
+        )
+
+
+def import_runs() -> None:
+    st.markdown("**Import**: an archive exported by this lab. Runs already here are skipped, never overwritten.")
+    if report := st.session_state.pop("runs_import_report", None):  # shown once, after the import's rerun
+        st.success(
+            f"Imported {len(report['imported'])} run(s); skipped {len(report['skipped'])}.",
+            icon=":material/download_done:",
+        )
+        st.json(report, expanded=False)
+    upload = st.file_uploader(
+        "Run archive (.zip)",
+        type=["zip"],
+        key="runs_import_file",
+        help="A zip made by Export here or by `python -m engine export`.",
+    )
+    if upload is None:
+        return
+    data = upload.getvalue()
+    preview = services.preview_run_archive(data)
+    if preview.error is not None:
+        st.error(
+            f"**This archive cannot be imported**: {preview.error.rstrip('.')}. The store is unchanged.",
+            icon=":material/error:",
+        )
+        return
+    by_status = pd.Series(preview.statuses, dtype=str).value_counts().to_dict()
+    st.caption(
+        f"{len(preview.run_ids)} run(s) ({', '.join(f'{n} {s}' for s, n in by_status.items())}), "
+        f"{preview.sweeps} sweep(s), exported {_when(preview.created_at)} by engine "
+        f"{preview.engine_version}, {'with' if preview.includes_metrics else 'without'} metrics."
+    )
+    if st.button(
+        f"Import {len(preview.run_ids)} run(s)",
+        key="runs_import_confirm",
+        help="Add the archive's runs to this store in one transaction: all of them or none.",
+    ):
+        try:
+            report = services.import_run_archive(data)
+        except (ArchiveError, StoreError) as exc:
+            st.error(f"**Nothing imported**: {exc}. The store is unchanged.", icon=":material/error:")
+            return
+        st.session_state["runs_import_report"] = report.to_dict()
+        st.rerun()  # the counts and tables above include the imported runs
+
+
+st.title("Runs")
+workers()
+status_counts(services.run_counts())
+queue()
+shown = runs_table()
+if shown:
+    opened_run(shown)
+st.divider()
+st.subheader("Export and import")
+export_column, import_column = st.columns(2)
+with export_column:
+    export_runs()
+with import_column:
+    import_runs()

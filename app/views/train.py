@@ -1,27 +1,31 @@
-"""Train: pick a configuration, see what it implies for privacy, launch it, and watch it train."""
+"""Train: pick a configuration (or a preset), see what it implies for privacy, launch it, and watch it train."""
 
 import json
 
 import streamlit as st
 
-from app import run_panel, services, spec_form
+from app import run_panel, services, spec_form, train_spec
 from engine.training import SpecError
 
 st.title("Train a differentially private model")
-st.caption(
-    "DP-SGD with Poisson-sampled lots, per-example clipping and Gaussian noise. ε is tracked live by the RDP "
-    "(moments) accountant; the finished run reports the tightest of RDP, PLD and the composition theorems."
-)
 
 raw_spec = spec_form.spec_form()
+st.caption(train_spec.algorithm_caption(raw_spec["algorithm"]))
+spec_form.dataset_note(raw_spec["dataset"])
 preview = services.preview_plan(json.dumps(raw_spec, sort_keys=True))
 spec_form.plan_summary(preview)
 
-if st.button("Train", type="primary", key="train", disabled=preview.error is not None):
+if st.button(
+    "Train",
+    type="primary",
+    key="train",
+    disabled=preview.error is not None,
+    help="Queue this configuration for a background worker (an identical finished run is served from the cache).",
+):
     try:
         submission = services.submit_spec(raw_spec)
     except SpecError as exc:
-        st.error(str(exc))
+        st.error(f"Cannot train this configuration: {exc}")
     else:
         st.query_params["run"] = submission.run_id
         st.session_state["from_cache"] = submission.run_id if submission.cached else None

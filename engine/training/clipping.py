@@ -68,6 +68,7 @@ class ClippedSum:
     norms: Tensor  # (B,) total per-example gradient norms before clipping (computed on private data)
     loss_sum: Tensor  # Σᵢ ℓᵢ over the lot, detached
     clipped: Tensor  # (B,) bool: whether clipping scaled any part of that example's gradient down
+    correct: Tensor | None = None  # () examples whose logits put the true class first (private diagnostic)
 
 
 def row_sq_norms(matrix: Tensor) -> Tensor:
@@ -165,6 +166,11 @@ def _zero_sum(params: list[Tensor], x: Tensor, loss_sum: Tensor | None = None) -
         loss_sum=torch.zeros((), device=x.device, dtype=dtype) if loss_sum is None else loss_sum,
         clipped=torch.zeros(len(x), device=x.device, dtype=torch.bool),
     )
+
+
+def count_correct(logits: Tensor, y: Tensor) -> Tensor:
+    """How many rows of `logits` rank the true class first: a by-product of the step's forward pass."""
+    return (logits.detach().argmax(dim=1) == y).sum()
 
 
 # ------------------------------------------------------------------------------ book-keeping
@@ -332,8 +338,9 @@ class BookKeepingClipper:
             )
         return logits, slots  # type: ignore[return-value]
 
-    def _deltas(self, x: Tensor, y: Tensor) -> tuple[Tensor, list[Tensor], list[Tensor]]:
-        """(per-example losses, layer inputs a, layer output gradients δ = ∂Σℓ/∂z), all detached.
+    def _deltas(self, x: Tensor, y: Tensor) -> tuple[Tensor, list[Tensor], list[Tensor], Tensor]:
+        """(per-example losses, layer inputs a, layer output gradients δ = ∂Σℓ/∂z, the number of examples
+        classified right), all detached.
 
         The cross-entropy gradient at the logits is written out, softmax − one-hot, and autograd
         runs from the logits to the other layers' outputs only: a model that is one linear layer
@@ -352,7 +359,7 @@ class BookKeepingClipper:
         deltas = [torch.zeros_like(z) if d is None else d for d, z in zip(deltas, inner, strict=True)]
         if last_is_logits:
             deltas.append(d_logits)
-        return losses, [a for a, _ in captured], deltas
+        return losses, [a for a, _ in captured], deltas, count_correct(logits, y)
 
     def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: ClipNorm) -> ClippedSum:
         thresholds = _check_clip_norm(clip_norm, self.layer_names)
@@ -361,7 +368,7 @@ class BookKeepingClipper:
         if not self.layers:
             with torch.no_grad():
                 return _zero_sum(self.params, x, F.cross_entropy(self.model(x), y, reduction="sum"))
-        losses, inputs, deltas = self._deltas(x, y)
+        losses, inputs, deltas, correct = self._deltas(x, y)
         sq_norms: list[Tensor] = []
         finishers = []
         for k, (module, a, delta) in enumerate(zip(self.layers, inputs, deltas, strict=True)):
@@ -376,7 +383,7 @@ class BookKeepingClipper:
         grads = [in_layer_order[i] for i in self._order]
         if not self.keep_workspace:  # memory over speed: nothing but the result outlives the call
             self._workspace.clear()
-        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum(), clipped=clipped)
+        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum(), clipped=clipped, correct=correct)
 
     @staticmethod
     def _linear(module: nn.Linear, a: Tensor, delta: Tensor):
@@ -463,11 +470,13 @@ class MaterializedClipper:
         params = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
         buffers = dict(self.model.named_buffers())
 
-        def example_loss(p: dict[str, Tensor], xi: Tensor, yi: Tensor) -> Tensor:
+        def example_loss(p: dict[str, Tensor], xi: Tensor, yi: Tensor) -> tuple[Tensor, Tensor]:
             out = functional_call(self.model, (p, buffers), (xi.unsqueeze(0),))
-            return F.cross_entropy(out, yi.unsqueeze(0))
+            return F.cross_entropy(out, yi.unsqueeze(0)), out.squeeze(0)  # the logits ride along as aux
 
-        per_example, losses = vmap(grad_and_value(example_loss), in_dims=(None, 0, 0))(params, x, y)
+        per_example, (losses, logits) = vmap(grad_and_value(example_loss, has_aux=True), in_dims=(None, 0, 0))(
+            params, x, y
+        )
         flat = [per_example[n].reshape(x.shape[0], -1) for n in self.names]
         layer_sq: list[Tensor] = [torch.zeros(x.shape[0], dtype=flat[0].dtype, device=x.device)] * len(self.layer_names)
         for k, f in zip(self._layer_of, flat, strict=True):
@@ -477,7 +486,8 @@ class MaterializedClipper:
             torch.einsum("b,b...->...", factors[k], per_example[n])
             for n, k in zip(self.names, self._layer_of, strict=True)
         ]
-        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum().detach(), clipped=clipped)
+        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum().detach(), clipped=clipped,
+                          correct=count_correct(logits, y))  # fmt: skip
 
 
 def make_clipper(model: nn.Module) -> BookKeepingClipper | MaterializedClipper:

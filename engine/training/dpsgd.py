@@ -10,6 +10,7 @@ The numbers come from a `TrainingPlan`, whose ledger accounts for exactly them.
 """
 
 import functools
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -91,9 +92,11 @@ def clip_and_accumulate(
         else:  # add in place: memory stays one batch's worth plus one gradient
             for acc, g in zip(total.grads, part.grads, strict=True):
                 acc.add_(g)
+            correct = None if total.correct is None or part.correct is None else total.correct + part.correct
             total = ClippedSum(grads=total.grads, norms=total.norms, loss_sum=total.loss_sum + part.loss_sum,
-                               clipped=total.clipped)  # fmt: skip
-    return ClippedSum(grads=total.grads, norms=torch.cat(norms), loss_sum=total.loss_sum, clipped=torch.cat(clipped))
+                               clipped=total.clipped, correct=correct)  # fmt: skip
+    return ClippedSum(grads=total.grads, norms=torch.cat(norms), loss_sum=total.loss_sum, clipped=torch.cat(clipped),
+                      correct=total.correct)  # fmt: skip
 
 
 def clip_thresholds(clipper: Clipper, clip_norm: float, clipping: str | None) -> float | tuple[float, ...]:
@@ -104,6 +107,9 @@ def clip_thresholds(clipper: Clipper, clip_norm: float, clipping: str | None) ->
     return clip_norm
 
 
+GRAD_NORM_QUANTILES = (0.1, 0.5, 0.9)
+
+
 @dataclass(frozen=True)
 class StepStats:
     """What one step saw of the private data: diagnostics, never released."""
@@ -111,11 +117,51 @@ class StepStats:
     lot_size: int
     loss_sum: float
     clipped_fraction: float | None
+    # quantiles of the lot's per-example gradient norms before clipping (`GRAD_NORM_QUANTILES`)
+    grad_norm_p10: float | None = None
+    grad_norm_p50: float | None = None
+    grad_norm_p90: float | None = None
+    correct: int | None = None  # examples of the lot the model classified right, from the step's own logits
+
+
+@functools.lru_cache(maxsize=4096)
+def quantile_positions(
+    n: int, quantiles: tuple[float, ...] = GRAD_NORM_QUANTILES
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """For the linear interpolation of `torch.quantile` (and numpy's default) over n sorted values: the
+    indices (low, high per quantile, flattened) and the weight of the high one."""
+    indices, weights = [], []
+    for q in quantiles:
+        position = q * (n - 1)
+        low = math.floor(position)
+        indices += [low, min(low + 1, n - 1)]
+        weights.append(position - low)
+    return tuple(indices), tuple(weights)
+
+
+@functools.lru_cache(maxsize=4096)
+def _index_tensor(indices: tuple[int, ...], device: torch.device) -> Tensor:
+    return torch.tensor(indices, dtype=torch.long, device=device)
+
+
+def norm_quantiles(norms: Tensor) -> tuple[float, ...]:
+    """`GRAD_NORM_QUANTILES` of the per-example norms: one sort of n values, six of them read back
+    (torch.quantile does the same work with several times the per-call overhead on small lots)."""
+    indices, weights = quantile_positions(len(norms))
+    bounds = torch.sort(norms.detach()).values[_index_tensor(indices, norms.device)].tolist()
+    return tuple(lo + (hi - lo) * w for lo, hi, w in zip(bounds[::2], bounds[1::2], weights, strict=True))
 
 
 def stats_of(clipped: ClippedSum, n: int) -> StepStats:
-    fraction = float(clipped.clipped.float().mean()) if n else None
-    return StepStats(lot_size=n, loss_sum=float(clipped.loss_sum), clipped_fraction=fraction)
+    """The step's diagnostics from what clipping computed anyway: no extra pass over the lot."""
+    if not n:
+        return StepStats(lot_size=0, loss_sum=float(clipped.loss_sum), clipped_fraction=None)
+    p10, p50, p90 = norm_quantiles(clipped.norms)
+    return StepStats(
+        lot_size=n, loss_sum=float(clipped.loss_sum), clipped_fraction=float(clipped.clipped.float().mean()),
+        grad_norm_p10=p10, grad_norm_p50=p50, grad_norm_p90=p90,
+        correct=None if clipped.correct is None else int(clipped.correct),
+    )  # fmt: skip
 
 
 def dpsgd_step(

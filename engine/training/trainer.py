@@ -42,6 +42,10 @@ class StepRecord:
     train_loss: float | None = None  # private: mean loss on the lot
     lot_size: int | None = None  # private: the realized Poisson lot size
     clip_fraction: float | None = None  # private: share of the lot whose gradient was clipped
+    grad_norm_p10: float | None = None  # private: quantiles of the lot's per-example gradient norms before clipping
+    grad_norm_p50: float | None = None
+    grad_norm_p90: float | None = None
+    train_accuracy: float | None = None  # private: accuracy on the lot, from the logits the step computed
     test_accuracy: float | None = None
     test_loss: float | None = None
     elapsed_s: float | None = None  # wall time since the first step began
@@ -185,6 +189,10 @@ def train(
             lot_size=stats.lot_size,
             train_loss=stats.loss_sum / stats.lot_size if stats.lot_size else None,
             clip_fraction=stats.clipped_fraction,
+            grad_norm_p10=stats.grad_norm_p10,
+            grad_norm_p50=stats.grad_norm_p50,
+            grad_norm_p90=stats.grad_norm_p90,
+            train_accuracy=stats.correct / stats.lot_size if stats.correct is not None and stats.lot_size else None,
             elapsed_s=time.perf_counter() - loop_started,
         )
         if step % eval_every == 0 or step == plan.steps or stop:

@@ -241,6 +241,25 @@ def _as_path(path: str | Path) -> Path:
     return Path(path)
 
 
+@dataclass(frozen=True)
+class CsvPreview:
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]  # the first `max_rows` data rows, stripped
+    n_rows: int
+
+
+def preview_csv(path: str | Path, max_rows: int = 20) -> CsvPreview:
+    """Read the whole file with training's checks (size, UTF-8, header, field counts), before any schema
+    exists; a `DatasetError` names the line."""
+    with _csv_rows(_as_path(path)) as (header, rows):
+        first, n_rows = [], 0
+        for _, cells in rows:
+            if n_rows < max_rows:
+                first.append(tuple(cells))
+            n_rows += 1
+    return CsvPreview(header=tuple(header), rows=tuple(first), n_rows=n_rows)
+
+
 def csv_dataset_info(path: str | Path, schema: CsvSchema) -> DatasetInfo:
     """Public facts about an upload: reads the header and counts rows (the size is treated as public)."""
     path = _as_path(path)

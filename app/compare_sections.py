@@ -1,0 +1,146 @@
+"""The Compare page's sections: filters and the run selection, overlaid curves, the frontier, the table
+with its CSV download, and deleting runs behind a confirmation."""
+
+import streamlit as st
+
+from app import charts, compare_table, services
+from cache import RunRecord, StoreError
+
+MAX_LISTED = 2000
+FILTER_HELP = {
+    "Dataset": "Only runs trained on these datasets (none chosen: every dataset).",
+    "Model": "Only runs of these models (none chosen: every model).",
+    "Algorithm": "Only runs of these training algorithms (none chosen: every algorithm).",
+    "Status": "Only runs in these states (none chosen: every state).",
+}
+X_AXES = {"epoch": "epochs", "step": "steps"}
+PNG_NOTE = "To save a chart as PNG, hover it and click the camera icon (“Download plot as PNG”) in its toolbar."
+CURVES_NOTE = (
+    "Test accuracy is measured on the held-out test set. The ε curves are the RDP accountant's bound at every "
+    "step (an upper bound on the ε spent so far); the table's `epsilon` is the tightest accountant at the end of "
+    "the run, which can be lower."
+)
+
+
+def notice() -> None:
+    """The outcome of the last delete (its button's callback runs before the page)."""
+    kind, message = st.session_state.pop("compare_notice", (None, None))
+    if kind == "success":
+        st.success(message, icon=":material/delete:")
+    elif kind == "error":
+        st.error(message)
+
+
+def select_runs(runs: list[RunRecord]) -> list[RunRecord]:
+    """Filters, then the multiselect of the runs they let through; the chosen runs, in the order chosen."""
+    by_id = {run.id: run for run in runs}
+    options = compare_table.filter_options(runs)
+    chosen = {}
+    for column, name in zip(st.columns(len(options)), options, strict=True):
+        chosen[name] = column.multiselect(
+            name, options[name], key=f"compare_filter_{name.lower()}", placeholder="all", help=FILTER_HELP[name]
+        )
+    matching = compare_table.filter_runs(runs, chosen)
+    if not matching:
+        st.warning("No run matches these filters: remove a value from one of them.")
+    before = st.session_state.get("compare_runs", [])
+    kept = [run_id for run_id in before if run_id in by_id]  # selected runs stay selectable when filters change
+    if kept != before:
+        st.session_state["compare_runs"] = kept  # runs deleted since
+    selected = st.multiselect(
+        "Runs to compare",
+        list(dict.fromkeys([*(run.id for run in matching), *kept])),
+        format_func=lambda run_id: compare_table.run_label(by_id[run_id]),
+        key="compare_runs",
+        placeholder="choose runs",
+        help="The runs to overlay and tabulate, newest first; each keeps its colour on every chart.",
+    )
+    return [by_id[run_id] for run_id in selected]
+
+
+def curves(runs: list[RunRecord]) -> None:
+    x = st.radio(
+        "Curves against",
+        list(X_AXES),
+        format_func=X_AXES.get,
+        key="compare_x",
+        horizontal=True,
+        help="Epochs compare runs with different lot sizes fairly; steps show the updates actually taken.",
+    )
+    frames = {run.id: services.metrics_frame(run.id) for run in runs}
+    accuracy = charts.runs_overlay_figure(frames, "test_accuracy", title="Test accuracy", y_title="accuracy", x=x)
+    epsilon = charts.runs_overlay_figure(frames, "epsilon", title="Cumulative ε spent (RDP)", y_title="ε", x=x)
+    left, right = st.columns(2)
+    left.plotly_chart(accuracy, key="compare-accuracy", config=charts.png_config("compare-test-accuracy"))
+    right.plotly_chart(epsilon, key="compare-epsilon", config=charts.png_config("compare-epsilon"))
+    st.caption(f"{CURVES_NOTE} {PNG_NOTE}")
+
+
+def frontier(runs: list[RunRecord]) -> None:
+    points = compare_table.frontier_points(runs)
+    missing = len(runs) - len(points)
+    if points.empty:
+        st.info("None of the selected runs has a result with a finite ε yet, so there is no frontier to draw.")
+        return
+    st.plotly_chart(
+        charts.runs_frontier_figure(points), key="compare-frontier", config=charts.png_config("compare-frontier")
+    )
+    st.caption(
+        "x: the ε each run spent (tightest accountant over the steps it took); y: its final test accuracy."
+        + (f" {missing} selected run(s) without a result or without a finite ε are not shown." if missing else "")
+        + " "
+        + PNG_NOTE
+    )
+
+
+def table(runs: list[RunRecord]) -> None:
+    frame = compare_table.runs_table(runs)
+    differ = st.toggle(
+        "Only the columns that differ",
+        key="compare_differ",
+        help="Hide the settings and results that are the same for every selected run (the CSV keeps them all).",
+    )
+    st.dataframe(compare_table.differing_columns(frame) if differ else frame, hide_index=True, width="stretch")
+    st.download_button(
+        "Download the table (CSV)",
+        data=compare_table.table_csv(frame),
+        file_name="dplab-runs.csv",
+        mime="text/csv",
+        key="compare_csv",
+        on_click="ignore",
+        icon=":material/download:",
+        help="Every hyperparameter and result of the selected runs, one row per run.",
+    )
+
+
+def delete(runs: list[RunRecord]) -> None:
+    run_ids = [run.id for run in runs]
+    problem = services.why_not_deletable(run_ids)
+    if problem:
+        st.error(f"Cannot delete the selection: {problem}")
+    confirmed = st.checkbox(
+        f"Yes, permanently delete the {len(run_ids)} selected run(s) with their metrics",
+        key="compare_confirm_delete",
+        disabled=problem is not None,
+        help="Deleting cannot be undone: export the runs from the Runs page first if you may need them.",
+    )
+    st.button(
+        "Delete selected runs",
+        key="compare_delete",
+        disabled=problem is not None or not confirmed,
+        on_click=_delete,
+        args=(run_ids,),
+        icon=":material/delete:",
+        help="Delete the selected runs from the store (tick the confirmation first).",
+    )
+
+
+def _delete(run_ids: list[str]) -> None:
+    try:
+        count = services.delete_stored_runs(run_ids)
+    except StoreError as exc:
+        st.session_state["compare_notice"] = ("error", f"Nothing was deleted: {exc}")
+        return
+    st.session_state["compare_runs"] = [i for i in st.session_state.get("compare_runs", []) if i not in run_ids]
+    st.session_state["compare_confirm_delete"] = False
+    st.session_state["compare_notice"] = ("success", f"Deleted {count} run(s): {', '.join(run_ids)}.")

@@ -1,0 +1,107 @@
+"""The Compare page's data: filtering runs, their labels, the table of every hyperparameter and result
+(and its CSV), and the frontier points of a selection. Pure functions."""
+
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from app.sweep_frontier import finite_epsilon
+from cache import RunRecord, RunStatus
+from engine.training.spec import ALL_KEYS
+
+FILTERS = {  # filter label → the run attribute it filters on
+    "Dataset": lambda run: str(run.spec.get("dataset", "?")),
+    "Model": lambda run: str(run.spec.get("model", "?")),
+    "Algorithm": lambda run: str(run.spec.get("algorithm", "?")),
+    "Status": lambda run: run.status.value,
+}
+FIRST_SPEC_KEYS = ("dataset", "model", "algorithm")
+HEADLINE = ("epsilon", "test_accuracy")  # result fields shown right after what a run trained
+# Result fields that repeat a spec key get a name of their own; long text stays on the run's page.
+RESULT_NAMES = {"noise_multiplier": "noise_multiplier_used", "delta": "delta_used", "algorithm": None,
+                "private": None, "privacy_statement": None, "epsilons": None}  # fmt: skip
+
+
+def filter_options(runs: Sequence[RunRecord]) -> dict[str, list[str]]:
+    """The values each filter can take among `runs`, sorted (every status, always)."""
+    options = {name: sorted({value(run) for run in runs}) for name, value in FILTERS.items()}
+    options["Status"] = [status.value for status in RunStatus]
+    return options
+
+
+def filter_runs(runs: Iterable[RunRecord], chosen: dict[str, Sequence[str]]) -> list[RunRecord]:
+    """The runs matching every filter; an empty filter matches everything."""
+    return [run for run in runs if all(not want or FILTERS[name](run) in want for name, want in chosen.items())]
+
+
+def _number(value: Any, spec: str) -> str:
+    return format(value, spec) if isinstance(value, int | float) else "–"
+
+
+def run_label(run: RunRecord) -> str:
+    """How a run reads in a selection: id, data/model, ε spent and accuracy (or its status)."""
+    base = f"{run.id} · {run.spec.get('dataset', '?')}/{run.spec.get('model', '?')}"
+    if run.result is None:
+        return f"{base} · {run.status.value}"
+    epsilon = finite_epsilon(run)
+    shown_epsilon = _number(epsilon, ".2f") if run.spec.get("delta") else "∞ (non-private)"
+    status = "" if run.status is RunStatus.FINISHED else f" · {run.status.value}"
+    return f"{base} · ε {shown_epsilon} · acc {_number(run.result.get('test_accuracy'), '.3f')}{status}"
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, list | dict):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def runs_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
+    """One row per run: id, status, data, model and algorithm, the headline results (ε spent, test
+    accuracy), every other spec key any of them has (in the spec's order), every other result field
+    (the ε of each accountant as `epsilon_<name>`), then when and by which engine it ran."""
+    spec_keys = list(dict.fromkeys(k for k in (*FIRST_SPEC_KEYS, *ALL_KEYS) if any(k in run.spec for run in runs)))
+    rows = []
+    for run in runs:
+        result = run.result or {}
+        row: dict[str, Any] = {"run": run.id, "status": run.status.value}
+        row |= {key: _cell(run.spec.get(key)) for key in spec_keys if key in FIRST_SPEC_KEYS}
+        row |= {key: result.get(key) for key in HEADLINE}
+        row |= {key: _cell(run.spec.get(key)) for key in spec_keys if key not in FIRST_SPEC_KEYS}
+        for key, value in result.items():
+            name = RESULT_NAMES.get(key, key)
+            if name is not None and key not in HEADLINE:
+                row[name] = _cell(value)
+        row |= {f"epsilon_{name}": value for name, value in sorted(result.get("epsilons", {}).items())}
+        row |= {
+            "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.created_at)),
+            "engine_version": run.engine_version,
+            "error": run.error or "",
+        }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def differing_columns(table: pd.DataFrame, *, keep: Sequence[str] = ("run",)) -> pd.DataFrame:
+    """The table without the columns every row agrees on (`keep` stays)."""
+    varies = [c for c in table.columns if c in keep or table[c].astype(str).nunique(dropna=False) > 1]
+    return table[varies]
+
+
+def table_csv(table: pd.DataFrame) -> bytes:
+    return table.to_csv(index=False).encode()
+
+
+def frontier_points(runs: Sequence[RunRecord]) -> pd.DataFrame:
+    """The finished private runs as (run, ε spent, test accuracy); the others have no point."""
+    rows = [
+        {"run": run.id, "epsilon": epsilon, "accuracy": run.result["test_accuracy"], "label": run_label(run)}
+        for run in runs
+        if (epsilon := finite_epsilon(run)) is not None
+        and isinstance((run.result or {}).get("test_accuracy"), int | float)
+        and math.isfinite(run.result["test_accuracy"])
+    ]
+    return pd.DataFrame(rows, columns=["run", "epsilon", "accuracy", "label"])

@@ -1,0 +1,86 @@
+"""The Data page's table of datasets: what the engine knows of each, and whether its files are here.
+
+Pure functions (no Streamlit). A registered dataset is built in (digits ships with scikit-learn), found
+in a data directory (`DPLAB_DATA_DIR`, then the data home's `datasets/`), or downloaded on first use;
+files are only looked up here, not verified (training verifies each file's SHA-256 before use).
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.data_upload import SavedUpload
+from engine.training.datasets import (
+    ADULT_FILES,
+    CIFAR10_FILE,
+    DATASETS,
+    IDX_SHA256,
+    RemoteFile,
+    idx_file,
+)
+
+BUILT_IN = "built-in"
+DOWNLOADABLE = "downloads on first use (needs internet)"
+UPLOADED = "your upload"
+
+
+def dataset_files(name: str) -> tuple[RemoteFile, ...]:
+    """The files a registered dataset is read from; () for a built-in one."""
+    if name == "adult":
+        return tuple(ADULT_FILES.values())
+    if name in IDX_SHA256:
+        return tuple(idx_file(name, filename) for filename in IDX_SHA256[name])
+    if name == "cifar10":
+        return (CIFAR10_FILE,)
+    return ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Availability:
+    where: str  # BUILT_IN, "found in DIR", partly found, or DOWNLOADABLE
+    bytes_on_disk: int | None  # None for a built-in dataset
+
+
+def availability(name: str, data_dirs: Sequence[Path]) -> Availability:
+    files = dataset_files(name)
+    if not files:
+        return Availability(where=BUILT_IN, bytes_on_disk=None)
+    found: dict[str, tuple[Path, Path]] = {}  # relpath → (data directory, file)
+    for remote in files:
+        for directory in data_dirs:
+            candidate = Path(directory) / remote.relpath
+            if candidate.is_file():
+                found[remote.relpath] = (Path(directory), candidate)
+                break
+    size = sum(path.stat().st_size for _, path in found.values())
+    if not found:
+        return Availability(where=DOWNLOADABLE, bytes_on_disk=0)
+    if len(found) < len(files):
+        return Availability(
+            where=f"partly found ({len(found)} of {len(files)} files); {DOWNLOADABLE}", bytes_on_disk=size
+        )
+    folders = sorted({str(directory) for directory, _ in found.values()})
+    return Availability(where=f"found in {', '.join(folders)}", bytes_on_disk=size)
+
+
+def catalog_rows(data_dirs: Sequence[Path], uploads: Sequence[SavedUpload]) -> list[dict[str, Any]]:
+    """One row per registered dataset, then one per saved upload (`dataset` is what a spec names)."""
+    rows = []
+    for info in DATASETS.values():
+        here = availability(info.name, data_dirs)
+        rows.append(_row(info.title, info.name, (info.n_train, info.n_test, info.n_features, info.n_classes),
+                         here.where, here.bytes_on_disk, info.description))  # fmt: skip
+    for upload in uploads:
+        sizes = (upload.n_train, upload.n_test, upload.n_features, upload.n_classes)
+        description = f"{upload.file_name}: predict {upload.schema['target']!r}"
+        rows.append(_row(upload.label, upload.dataset, sizes, UPLOADED, upload.size, description))
+    return rows
+
+
+def _row(title: str, dataset: str, sizes: tuple[int, int, int, int], available: str, size: int | None,
+         description: str) -> dict[str, Any]:  # fmt: skip
+    train, test, features, classes = sizes
+    return {"title": title, "dataset": dataset, "train": train, "test": test, "features": features,
+            "classes": classes, "available": available,
+            "MB on disk": None if size is None else round(size / 1e6, 2), "description": description}  # fmt: skip

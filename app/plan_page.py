@@ -1,0 +1,235 @@
+"""The Plan page's parts: the sidebar form (one widget per input, each with a one-line tooltip) and the panels
+that show what the plan implies. Every number comes from `services`; nothing here computes privacy."""
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from app import charts, services
+from app.spec_form import EPSILONS
+
+CUSTOM = "custom"
+LOT_SIZE, SAMPLING_RATE = "Lot size L", "Sampling rate q"
+TARGET, SIGMA = "Target ε", "Noise multiplier σ"
+KEEP = "session"  # widget values survive page switches and hidden inputs (the L/q and ε/σ choices)
+
+
+def plan_form() -> services.PlanSettings:
+    """The sidebar inputs, as the settings they describe (validated by `services.privacy_plan`)."""
+    sizes = services.builtin_dataset_sizes()
+    with st.sidebar:
+        st.markdown("**Data**")
+        dataset = st.selectbox(
+            "Dataset",
+            [*sizes, CUSTOM],
+            key="plan_dataset",
+            persist_state=KEEP,
+            format_func=lambda d: "Custom size N…" if d == CUSTOM else sizes[d][0],
+            help="Only the number of training examples N matters for privacy accounting; pick a built-in "
+            "dataset or give N yourself.",
+        )
+        if dataset == CUSTOM:
+            n = st.number_input(
+                "Dataset size N",
+                min_value=1,
+                value=10_000,
+                step=1_000,
+                key="plan_n",
+                persist_state=KEEP,
+                help="Training examples: with the same lot size, a larger N means a smaller sampling rate q = L/N, "
+                "so less ε per step.",
+            )
+        else:
+            n = sizes[dataset][1]
+            st.caption(f"N = {n:,} training examples.")
+        st.markdown("**Lots and steps**")
+        lots = st.radio(
+            "Lots given by",
+            [LOT_SIZE, SAMPLING_RATE],
+            key="plan_lots",
+            persist_state=KEEP,
+            horizontal=True,
+            help="Give the expected lot size L (then q = L/N) or the sampling rate q itself.",
+        )
+        lot_size = rate = None
+        if lots == LOT_SIZE:
+            lot_size = st.number_input(
+                "Lot size L",
+                min_value=1,
+                value=64,
+                step=16,
+                key="plan_lot_size",
+                persist_state=KEEP,
+                help="Expected examples per step (each joins with probability L/N): larger lots average out the "
+                "noise but spend more privacy per step.",
+            )
+        else:
+            rate = st.number_input(
+                "Sampling rate q",
+                value=0.01,
+                step=0.005,
+                format="%.4f",
+                key="plan_q",
+                persist_state=KEEP,
+                help="Each example's probability of joining each lot: a small q amplifies privacy, but an epoch "
+                "then takes 1/q steps.",
+            )
+        epochs = st.slider(
+            "Epochs",
+            1,
+            100,
+            20,
+            key="plan_epochs",
+            persist_state=KEEP,
+            help="Passes over the data (T = ⌈epochs·N/L⌉ steps): more epochs usually fit better and spend more ε.",
+        )
+        st.markdown("**Privacy**")
+        delta = st.number_input(
+            "δ",
+            value=1e-5,
+            step=1e-6,
+            format="%.1e",
+            key="plan_delta",
+            persist_state=KEEP,
+            help="Probability that the ε guarantee may fail outright: keep it well below 1/N.",
+        )
+        st.caption(f"1/N = {1 / n:.1e}; a common choice is δ ≤ 1/(10N) = {1 / (10 * n):.1e}.")
+        mode = st.radio(
+            "Set privacy by",
+            [TARGET, SIGMA],
+            key="plan_mode",
+            persist_state=KEEP,
+            horizontal=True,
+            help="Pick the ε you can afford (σ is calibrated to meet it), or pick σ and see the ε it gives.",
+        )
+        target = sigma = None
+        if mode == TARGET:
+            target = st.select_slider(
+                "Target ε",
+                EPSILONS,
+                value=3.0,
+                key="plan_target_epsilon",
+                persist_state=KEEP,
+                help="Privacy budget: smaller ε means stronger privacy but more noise, so lower accuracy. "
+                "Log scale, 0.1 to 10.",
+            )
+        else:
+            sigma = st.number_input(
+                "Noise multiplier σ",
+                min_value=0.3,
+                max_value=500.0,
+                value=1.0,
+                step=0.1,
+                key="plan_sigma",
+                persist_state=KEEP,
+                help="Noise std divided by the clipping norm C: larger σ means more privacy (smaller ε) and "
+                "noisier updates.",
+            )
+        st.caption(
+            "The clipping norm C does not change ε: noise of std σ·C masks any one example's clipped gradient "
+            "(norm ≤ C). C trades clipping bias against noise; set it on the Train page."
+        )
+    return services.PlanSettings(dataset_size=int(n), epochs=int(epochs), delta=float(delta), lot_size=lot_size,
+                                 sampling_rate=rate, target_epsilon=target, noise_multiplier=sigma)  # fmt: skip
+
+
+def headline(plan: services.PrivacyPlan) -> DeltaGenerator:
+    """σ, T, q and ε by RDP (all instant); returns the slot for the tightest ε, which needs the slow accountants."""
+    settings = plan.settings
+    cols = st.columns(5)
+    if plan.calibrated:
+        cols[0].metric(
+            "Noise multiplier σ",
+            f"{plan.noise_multiplier:.3f}",
+            delta=f"calibrated by RDP for ε ≤ {settings.target_epsilon:g}",
+            delta_color="off",
+            delta_arrow="off",
+            help="The smallest σ whose ε by the RDP accountant meets the target; the Train page calibrates the same "
+            "way.",
+        )
+    else:
+        cols[0].metric("Noise multiplier σ", f"{plan.noise_multiplier:.3f}", help="As given.")
+    cols[1].metric("Steps T", f"{plan.steps:,}", help="⌈epochs × N / L⌉ DP-SGD steps, each on one Poisson-sampled lot.")
+    cols[2].metric(
+        "Sampling rate q",
+        f"{plan.sampling_rate:.4g}",
+        help=f"Each example joins each lot with probability q = L/N (expected lot size {plan.expected_lot_size:,.4g} "
+        f"of N = {settings.dataset_size:,}).",
+    )
+    cols[3].metric(
+        "ε by RDP",
+        f"{plan.rdp_epsilon:.3f}",
+        help=f"After all T steps at δ = {settings.delta:.3g} (best RDP order α = {plan.best_order:g}). Runs track "
+        "their live ε with RDP.",
+    )
+    return cols[4].empty()
+
+
+def tightest_epsilon(slot: DeltaGenerator, name: str, epsilon: float) -> None:
+    slot.metric(
+        "ε, tightest bound",
+        f"{epsilon:.3f}",
+        delta=f"by {charts.ACCOUNTANT_LABELS[name]}",
+        delta_color="off",
+        delta_arrow="off",
+        help="The smallest of the accountants' ε below. Each is a valid upper bound for this run, so the smallest "
+        "is too; a finished run reports it.",
+    )
+
+
+def warnings(box: DeltaGenerator, messages: list[str]) -> None:
+    for message in messages:
+        box.warning(message, icon=":material/warning:")
+
+
+def pld_sigma(plan: services.PrivacyPlan, sigma: float | str) -> None:
+    if isinstance(sigma, str):
+        st.info(f"No σ by PLD: {sigma}", icon=":material/info:")
+        return
+    saving = 1 - sigma / plan.noise_multiplier
+    st.info(
+        f"By the tighter PLD accountant σ = **{sigma:.3f}** meets ε ≤ {plan.settings.target_epsilon:g}: "
+        f"{saving:.0%} less noise than the RDP-calibrated σ = {plan.noise_multiplier:.3f}, which is what the Train "
+        "page uses.",
+        icon=":material/info:",
+    )
+
+
+def accountant_curves(plan: services.PrivacyPlan, accounts: services.Panel) -> None:
+    """ε against epochs by every accountant, and the table of their final values."""
+    left, right = st.columns([6, 5], gap="large")
+    with left:
+        log_y = st.toggle(
+            "Log-scale ε axis",
+            value=True,
+            key="plan_log_y",
+            persist_state=KEEP,
+            help="The composition theorems are often orders of magnitude looser than RDP and PLD; a log axis "
+            "keeps every line in view.",
+        )
+        figure = charts.plan_epsilon_figure(
+            services.plan_epsilon_frame(plan, accounts),
+            target_epsilon=plan.settings.target_epsilon,
+            tightest=accounts.tightest()[0],
+            log_y=log_y,
+        )
+        st.plotly_chart(figure, key="plan_epsilon_chart")
+        st.caption(
+            "PLD is computed at the marked points (up to a second each); the other accountants at up to "
+            f"{services.PLOT_POINTS} step counts. Each line is a valid upper bound on ε after that many epochs."
+        )
+    with right:
+        st.markdown(f"**ε after {plan.steps:,} steps, at δ = {plan.settings.delta:.3g}**")
+        st.dataframe(
+            services.plan_accountant_table(accounts),
+            hide_index=True,
+            width="stretch",
+            column_config={"ε": st.column_config.NumberColumn(format="%.4g")},
+        )
+        for line in services.plan_not_applicable(accounts):
+            st.caption(f"Not applicable: {line}.")
+
+
+def privacy_statement(lines: tuple[str, ...]) -> None:
+    st.subheader("Privacy statement")
+    st.caption("What a run with these settings would report when it finishes.")
+    st.markdown("\n".join(f"- {line}" for line in lines))

@@ -1,0 +1,133 @@
+"""The Sweep page's base configuration: a compact form in the sidebar (its own widget keys, so it never
+disturbs the Train page's form), each widget with a one-sentence tooltip. Returns the raw base spec;
+the engine validates it with every grid point."""
+
+from typing import Any
+
+import streamlit as st
+
+from app.run_panel import ALGORITHM_TITLES
+from engine.training import DATASETS
+
+MODELS = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)"}
+PRIVACY_BY = {"target_epsilon": "Target ε", "noise_multiplier": "Noise multiplier σ"}
+DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
+
+
+def base_form() -> dict[str, Any]:
+    with st.sidebar:
+        st.markdown("**Base configuration of the sweep**")
+        st.caption("Every grid point starts from these values and changes only the swept parameters.")
+        dataset = st.selectbox(
+            "Dataset",
+            list(DATASETS),
+            format_func=lambda d: DATASETS[d].title,
+            key="sweep_base_dataset",
+            help="The private training data of every run.",
+        )
+        model = st.selectbox(
+            "Model", list(MODELS), format_func=MODELS.get, key="sweep_base_model", help="The model every run trains."
+        )
+        algorithm = st.selectbox(
+            "Algorithm",
+            list(ALGORITHM_TITLES),
+            format_func=ALGORITHM_TITLES.get,
+            key="sweep_base_algorithm",
+            help="DP-SGD with sampled lots, full-batch noisy GD, or a non-private baseline.",
+        )
+        raw: dict[str, Any] = {"dataset": dataset, "model": model, "algorithm": algorithm}
+        if algorithm != "nonprivate":
+            raw |= _privacy()
+        if algorithm != "noisy_gd":
+            raw["lot_size"] = int(
+                st.number_input(
+                    "Lot size L",
+                    1,
+                    1_000_000,
+                    value=64,
+                    key="sweep_base_lot_size",
+                    help="Expected examples per step (a batch size when non-private).",
+                )
+            )
+        raw["epochs"] = st.number_input(
+            "Epochs",
+            0.1,
+            1000.0,
+            value=10.0,
+            step=1.0,
+            key="sweep_base_epochs",
+            help="Passes over the data: more steps spend more ε.",
+        )
+        raw["lr"] = st.number_input(
+            "Learning rate",
+            0.0001,
+            1000.0,
+            value=2.0,
+            step=0.1,
+            format="%g",
+            key="sweep_base_lr",
+            help="Step size of SGD.",
+        )
+        raw["seed"] = int(
+            st.number_input(
+                "First seed",
+                0,
+                2**31 - 1,
+                value=0,
+                key="sweep_base_seed",
+                help="Seeds count up from this one for every grid point.",
+            )
+        )
+    return raw
+
+
+def _privacy() -> dict[str, Any]:
+    by = st.radio(
+        "Set privacy by",
+        list(PRIVACY_BY),
+        format_func=PRIVACY_BY.get,
+        horizontal=True,
+        key="sweep_base_privacy_by",
+        help="Fix the ε to reach (σ is calibrated per run) or fix σ (ε follows); a swept one overrides.",
+    )
+    if by == "target_epsilon":
+        value = st.number_input(
+            "Target ε",
+            0.01,
+            100.0,
+            value=3.0,
+            step=0.5,
+            format="%g",
+            key="sweep_base_target_epsilon",
+            help="The privacy budget each run ends at.",
+        )
+    else:
+        value = st.number_input(
+            "Noise multiplier σ",
+            0.05,
+            500.0,
+            value=1.0,
+            step=0.1,
+            format="%g",
+            key="sweep_base_noise_multiplier",
+            help="Noise std divided by the clipping norm C.",
+        )
+    delta = st.select_slider(
+        "δ",
+        DELTAS,
+        value=1e-5,
+        format_func=lambda d: f"{d:.0e}",
+        key="sweep_base_delta",
+        help="Probability that the ε guarantee may fail; keep it well below 1/N.",
+    )
+    clip = st.number_input(
+        "Clipping norm C",
+        0.001,
+        1000.0,
+        value=1.0,
+        step=0.25,
+        format="%g",
+        key="sweep_base_clip_norm",
+        help="Each example's gradient is scaled to L2 norm ≤ C.",
+    )
+    return {by: float(value), "delta": delta, "clip_norm": float(clip)}

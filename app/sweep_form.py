@@ -1,0 +1,89 @@
+"""The Sweep page's grid inputs: one or two parameters with their values, the seeds and a name, one
+widget each with a one-sentence tooltip. Returns the grid spec, or the error that names the field."""
+
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from app import run_panel, services
+from app.sweep_grid import SWEEPABLE, GridInputError, check_parameters, grid_spec, label, parse_values, seeds_from
+from engine.jobs.sweep import MAX_SEEDS
+
+NO_SECOND = ""
+
+
+@dataclass(frozen=True)
+class GridChoice:
+    spec: dict[str, Any] | None = None  # the grid spec to submit, when the inputs parse
+    error: str | None = None  # else what is wrong, naming the field
+    shape: str = ""  # "5 Target ε values × 2 seeds"
+
+
+def base_caption(base: dict[str, Any]) -> str:
+    privacy = [f"{name} {base[key]:g}" for key, name in (("target_epsilon", "target ε"), ("noise_multiplier", "σ"))
+               if key in base]  # fmt: skip
+    parts = [run_panel.spec_caption(base), *privacy] + ([f"δ {base['delta']:g}"] if "delta" in base else [])
+    return "Base configuration (in the sidebar): " + " · ".join(parts)
+
+
+def _values_input(parameter: str, column) -> str:
+    info = SWEEPABLE[parameter]
+    return column.text_input(
+        f"{info.label} values",
+        value=info.default,
+        key=f"sweep_values_{parameter}",
+        help=f"Comma-separated numbers, one grid point each. {info.help}",
+    )
+
+
+def grid_inputs(base: dict[str, Any]) -> GridChoice:
+    left, right = st.columns(2)
+    first = left.selectbox(
+        "Parameter along the frontier",
+        list(SWEEPABLE),
+        format_func=label,
+        key="sweep_first",
+        help="The parameter whose values are joined by a line on the frontier chart.",
+    )
+    first_text = _values_input(first, left)
+    second = right.selectbox(
+        "Second parameter (one line each)",
+        [NO_SECOND, *SWEEPABLE],
+        format_func=lambda key: "none" if key == NO_SECOND else label(key),
+        key="sweep_second",
+        help="Optional: every value of this parameter gets its own line, crossed with every value of the first.",
+    )
+    second_text = _values_input(second, right) if second not in (NO_SECOND, first) else ""
+    seeds_column, name_column = st.columns(2)
+    count = seeds_column.number_input(
+        "Seeds per point",
+        min_value=1,
+        max_value=MAX_SEEDS,
+        value=2,
+        key="sweep_seeds",
+        help="Each grid point trains once per seed (counting up from the sidebar's first seed); the frontier "
+        "shows their mean and spread.",
+    )
+    name = name_column.text_input(
+        "Sweep name (optional)", key="sweep_name", max_chars=200, help="A name to find the sweep by later."
+    )
+    try:
+        check_parameters(first, second or None)
+        grid = {first: parse_values(f"{label(first)} values", first_text, integer=SWEEPABLE[first].integer)}
+        if second != NO_SECOND:
+            grid[second] = parse_values(f"{label(second)} values", second_text, integer=SWEEPABLE[second].integer)
+        seeds = seeds_from(int(base.get("seed", 0)), int(count))
+    except GridInputError as exc:
+        return GridChoice(error=str(exc))
+    shape = " × ".join(f"{len(values)} {label(key)} values" for key, values in grid.items())
+    shape += f" × {len(seeds)} seed{'s' * (len(seeds) > 1)}"
+    return GridChoice(spec=grid_spec(base, grid, seeds, name or ""), shape=shape)
+
+
+def preview_text(choice: GridChoice, preview: services.SweepPreview) -> str:
+    to_train = preview.runs - preview.cached - preview.active
+    return (
+        f"**{preview.runs} runs** ({choice.shape}); {preview.cached} already cached, {preview.active} already "
+        f"queued or running: **{to_train} to train**."
+    )

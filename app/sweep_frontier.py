@@ -1,0 +1,104 @@
+"""A sweep's results as data frames: its progress, its runs, and the privacy–utility frontier
+(ε spent against test accuracy, aggregated over seeds per grid point). Pure functions."""
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from app.sweep_grid import label
+from cache import RunRecord, RunStatus, SweepRecord
+
+SPREADS = {"minmax": "min–max over seeds", "std": "mean ± 1 std over seeds"}
+
+
+def parameters(sweep: SweepRecord) -> list[str]:
+    """The swept spec keys, in grid order (the first varies along each line, the second picks the line)."""
+    return list(sweep.spec.get("grid", {}))
+
+
+def series_values(sweep: SweepRecord, parameter: str) -> list[Any]:
+    """A swept parameter's values in grid order, as they appear in the frontier's frames."""
+    return [_cell(value) for value in sweep.spec.get("grid", {}).get(parameter, [])]
+
+
+def _cell(value: Any) -> Any:
+    """A grid value as a table cell: numbers and strings as they are, lists and objects as JSON."""
+    return value if value is None or isinstance(value, str | int | float | bool) else json.dumps(value)
+
+
+def finite_epsilon(run: RunRecord) -> float | None:
+    """The finished run's reported ε (the tightest accountant over the steps taken), if private."""
+    epsilon = (run.result or {}).get("epsilon")
+    return float(epsilon) if isinstance(epsilon, int | float) and math.isfinite(epsilon) else None
+
+
+def progress(runs: Sequence[RunRecord]) -> Counter:
+    return Counter(run.status for run in runs)
+
+
+def progress_text(runs: Sequence[RunRecord]) -> str:
+    counts = progress(runs)
+    parts = [f"{counts[RunStatus.FINISHED]} / {len(runs)} finished"]
+    parts += [f"{counts[s]} {s.value}" for s in (RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.FAILED,
+                                                 RunStatus.CANCELLED) if counts[s]]  # fmt: skip
+    return " · ".join(parts)
+
+
+def runs_table(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.DataFrame:
+    """Every run of the sweep in grid order: its point, status, progress and result."""
+    rows = []
+    for run_id, point in zip(sweep.run_ids, sweep.points, strict=True):
+        run = runs.get(run_id)
+        result = (run.result or {}) if run else {}
+        row: dict[str, Any] = {"run": run_id, "status": run.status.value if run else "deleted"}
+        row |= {label(key): _cell(value) for key, value in point.items()}
+        row |= {
+            "ε spent": finite_epsilon(run) if run else None,
+            "test accuracy": result.get("test_accuracy"),
+            "steps": f"{run.progress_step}/{run.total_steps or '?'}" if run else "",
+            "error": (run.error or "") if run else "",
+        }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def finished_points(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.DataFrame:
+    """One row per finished private run: its grid values, seed, ε spent and test accuracy."""
+    columns = [*parameters(sweep), "seed", "run", "epsilon", "accuracy"]
+    rows = []
+    for run_id, point in zip(sweep.run_ids, sweep.points, strict=True):
+        run = runs.get(run_id)
+        if run is None or run.status is not RunStatus.FINISHED:
+            continue
+        epsilon, accuracy = finite_epsilon(run), (run.result or {}).get("test_accuracy")
+        if epsilon is None or accuracy is None:
+            continue
+        values = {key: _cell(point.get(key)) for key in parameters(sweep)}
+        rows.append({**values, "seed": point.get("seed"), "run": run_id, "epsilon": epsilon, "accuracy": accuracy})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def frontier(points: pd.DataFrame, params: Sequence[str], *, spread: str = "minmax") -> pd.DataFrame:
+    """Per grid point: ε = the largest over its seeds (a valid bound for each of them), mean accuracy
+    with `low`/`high` (min–max, or mean ± std), and how many seeds finished."""
+    keys = list(params)
+    columns = [*keys, "epsilon", "accuracy", "low", "high", "seeds"]
+    if points.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = points.groupby(keys, sort=False, dropna=False)
+    out = grouped.agg(
+        epsilon=("epsilon", "max"),
+        accuracy=("accuracy", "mean"),
+        low=("accuracy", "min"),
+        high=("accuracy", "max"),
+        std=("accuracy", "std"),
+        seeds=("run", "count"),
+    ).reset_index()
+    if spread == "std":
+        std = out["std"].fillna(0.0)
+        out["low"], out["high"] = out["accuracy"] - std, out["accuracy"] + std
+    return out[columns].sort_values("epsilon", kind="stable").reset_index(drop=True)

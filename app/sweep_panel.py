@@ -1,0 +1,95 @@
+"""The sweep panel: a sweep's progress, its privacy–utility frontier and its runs, polling the store
+while runs are queued or running (reads only: a refresh never waits on a worker)."""
+
+import streamlit as st
+
+from app import charts, services
+from app.sweep_frontier import (
+    finished_points,
+    frontier,
+    parameters,
+    progress,
+    progress_text,
+    runs_table,
+    series_values,
+)
+from app.sweep_grid import label
+from cache import RunRecord, RunStatus, SweepRecord
+
+POLL_SECONDS = 2
+FRONTIER_NOTE = (
+    "Each faint marker is one finished run, each solid marker the mean test accuracy (held-out test set) of a "
+    "grid point's seeds with their spread as error bars. x is the ε the runs spent, by the tightest accountant "
+    "over the steps actually taken; a grid point is placed at the largest ε among its seeds, a valid upper bound "
+    "for each of them."
+)
+
+
+def sweep_label(sweep: SweepRecord) -> str:
+    return f"{sweep.name or 'unnamed sweep'} · {sweep.id} · {len(sweep.run_ids)} runs"
+
+
+def sweep_panel(sweep_id: str, *, spread: str) -> None:
+    sweep = services.get_sweep(sweep_id)
+    if sweep is None:
+        st.warning(f"Sweep {sweep_id} is not in the store (its runs were deleted).")
+        return
+    runs = services.sweep_runs(sweep_id)
+    if any(run.status.active for run in runs):
+        _live_sweep(sweep_id, spread)
+    else:
+        _sweep_body(sweep, runs, spread)
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def _live_sweep(sweep_id: str, spread: str) -> None:
+    sweep = services.get_sweep(sweep_id)
+    if sweep is None:
+        return
+    runs = services.sweep_runs(sweep_id)
+    _sweep_body(sweep, runs, spread)
+    if not any(run.status.active for run in runs):
+        st.rerun()  # stop polling: the whole page redraws the finished sweep once
+
+
+def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
+    counts = progress(runs)
+    ended = counts[RunStatus.FINISHED] + counts[RunStatus.FAILED] + counts[RunStatus.CANCELLED]
+    st.progress(ended / len(runs) if runs else 0.0, text=progress_text(runs))
+    if counts[RunStatus.QUEUED] and not any(w["healthy"] for w in services.worker_health()):
+        st.warning("No worker is running: queued runs wait until one starts (`python -m engine worker`).")
+    by_id = {run.id: run for run in runs}
+    _frontier(sweep, by_id, spread)
+    st.dataframe(runs_table(sweep, by_id), hide_index=True, width="stretch")
+    active = [run.id for run in runs if run.status.active]
+    if active and st.button(
+        f"Cancel the {len(active)} unfinished runs",
+        key=f"sweep-cancel-{sweep.id}",
+        help="Queued runs are cancelled at once, running ones stop within a step; finished runs are kept.",
+    ):
+        for run_id in active:
+            services.cancel_run(run_id)
+
+
+def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> None:
+    params = parameters(sweep)
+    points = finished_points(sweep, runs)
+    finished = sum(run.status is RunStatus.FINISHED for run in runs.values())
+    if points.empty:
+        if finished:
+            st.info("The finished runs are not private (no finite ε), so they have no place on the frontier.")
+        else:
+            st.info(f"No finished run yet: the frontier appears here as runs finish (it refreshes every "
+                    f"{POLL_SECONDS} s while the sweep trains).")  # fmt: skip
+        return
+    summary = frontier(points, params, spread=spread)
+    second = params[1] if len(params) > 1 else None
+    series = series_values(sweep, second) if second else []
+    figure = charts.sweep_frontier_figure(
+        summary, points, first=params[0], second=second, series=series, labels={p: label(p) for p in params}
+    )
+    st.plotly_chart(figure, key=f"sweep-frontier-{sweep.id}", config=charts.png_config(f"sweep-{sweep.id}-frontier"))
+    note = FRONTIER_NOTE
+    if finished > len(points):
+        note += f" {finished - len(points)} finished run(s) without a finite ε are not shown."
+    st.caption(note + " Download the chart as PNG with the camera icon of its toolbar.")

@@ -1,0 +1,55 @@
+"""The non-private reference lines of a run's accuracy chart: a finished non-private run of the same dataset
+and model from the store, and scikit-learn's logistic regression, fitted only when asked for."""
+
+import streamlit as st
+
+from app import services
+from cache import RunRecord
+from engine.training import DATASETS, DatasetError
+
+SKLEARN_LABEL = "scikit-learn logistic regression"
+
+
+def _asked_key(dataset: str) -> str:
+    return f"train_sklearn_baseline::{dataset}"
+
+
+def _ask(dataset: str) -> None:
+    st.session_state[_asked_key(dataset)] = True
+
+
+def references(run: RunRecord) -> list[tuple[str, float]]:
+    """(label, test accuracy) of each non-private reference for this run's chart."""
+    spec, found = run.spec, []
+    if spec.get("algorithm") != "nonprivate" and (baseline := services.nonprivate_baseline(spec)) is not None:
+        found.append((baseline.label, baseline.test_accuracy))
+    dataset = spec.get("dataset", "")
+    if st.session_state.get(_asked_key(dataset)):
+        try:
+            fitted = services.sklearn_baseline(dataset, tuple(services.data_directories()))
+        except (DatasetError, OSError, ValueError) as exc:
+            st.error(f"The scikit-learn baseline could not be computed: {exc}")
+            st.session_state.pop(_asked_key(dataset), None)
+        else:
+            found.append((SKLEARN_LABEL, fitted.test_accuracy))
+    return found
+
+
+def offer(run: RunRecord, shown: list[tuple[str, float]]) -> None:
+    """A button that fits the scikit-learn baseline of the run's dataset (registered datasets whose files are
+    here), unless it is drawn already. Nothing is computed until it is pressed."""
+    dataset = run.spec.get("dataset", "")
+    if dataset not in DATASETS or any(label == SKLEARN_LABEL for label, _ in shown):
+        return
+    missing = services.missing_dataset_files(dataset)
+    st.button(
+        "Compute the non-private baseline",
+        key=f"baseline-{run.id}",
+        on_click=_ask,
+        args=(dataset,),
+        disabled=bool(missing),
+        icon=":material/horizontal_rule:",
+        help="Fits scikit-learn's logistic regression on the same training split without any privacy and draws "
+        "its test accuracy on the accuracy chart: seconds on Digits and Adult, minutes on MNIST."
+        + (" The dataset's files are not here." if missing else ""),
+    )

@@ -1,0 +1,112 @@
+"""The Train page's presets, as run specs, and the values its widgets offer.
+
+Each preset is the spec of a published or benchmarked setting, copied from `bench/utility_runs.py`
+(tests/test_app.py checks they still agree): the app does not import the benchmark package.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+# Roughly log-spaced "nice" values from 0.1 to 10 (a log-scale slider, as in OpenDP's DP Wizard).
+EPSILONS = [0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
+DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
+CLIP_NORMS = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0]
+SIGMAS = [0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.3, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0]
+LEARNING_RATES = [0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 4.0]
+LOT_SIZES = [8, 16, 32, 64, 128, 240, 256, 512, 600, 1024, 2048, 4096]
+EPOCHS = [1, 2, 3, 5, 10, 15, 20, 30, 40, 50, 60, 80, 100, 150, 200, 300, 400]
+HIDDEN_WIDTHS = [32, 64, 128, 256, 512, 1000]
+PCA_DIMS = [10, 20, 30, 40, 50, 60, 80, 100]
+PCA_NOISES = [2.0, 4.0, 7.0, 16.0, 32.0]
+COUNT_EPSILONS = [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]
+OPTIMIZERS = ["sgd", "momentum", "adam"]
+LR_SCHEDULES = ["constant", "linear"]
+
+# Every widget of the form (its session-state key) and its value when a spec does not set it.
+FORM_DEFAULTS: dict[str, Any] = dict(
+    algorithm="dpsgd", dataset="digits", model="logreg", hidden=128, use_pca=False, pca_dims=60, pca_noise=7.0,
+    mode="Target ε", target_epsilon=3.0, noise_multiplier=1.0, delta=1e-5, clip_norm=1.0, clipping="flat",
+    count_epsilon=0.01, lot_size=64, epochs=20, lr=2.0, lr_schedule="constant", lr_end_factor=0.5,
+    lr_decay_epochs=10.0, optimizer="sgd", seed=0,
+)  # fmt: skip
+TARGET_MODE, SIGMA_MODE = "Target ε", "Noise multiplier σ"
+
+
+@dataclass(frozen=True)
+class Preset:
+    spec: dict[str, Any]
+    source: str  # one line: where the setting comes from
+
+
+DIGITS_DEMO = {
+    "dataset": "digits", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 3.0, "delta": 1e-5,
+    "clip_norm": 1.0, "lot_size": 64, "epochs": 20, "lr": 2.0, "seed": 0,
+}  # fmt: skip
+PRESETS: dict[str, Preset] = {
+    "Fast digits demo: logistic regression, ε = 3": Preset(
+        DIGITS_DEMO, "The acceptance run: built-in digits, trains in seconds on a CPU."
+    ),
+    "Digits MLP (128 ReLU units), ε = 3": Preset(
+        DIGITS_DEMO | {"model": "mlp", "hidden": [128], "lr": 1.0}, "A small MLP on the built-in digits."
+    ),
+    "Seed 003 MNIST: DP-PCA 60 + MLP 1000, σ = 4 (ε ≤ 2)": Preset(
+        {"dataset": "mnist", "model": "mlp", "hidden": [1000], "algorithm": "dpsgd", "pca_dims": 60, "pca_noise": 7.0,
+         "noise_multiplier": 4.0, "delta": 1e-5, "clip_norm": 4.0, "lot_size": 600, "epochs": 300, "lr": 0.1,
+         "lr_schedule": {"kind": "linear", "end_factor": 0.52, "epochs": 10}, "seed": 0},
+        "Abadi et al. 2016 §5.2, medium noise: DP-PCA to 60 dims (σ_p = 7), 1,000 ReLU units, lots of 600, C = 4, "
+        "σ = 4, lr 0.1 → 0.052 over 10 epochs; 300 epochs keep ε ≤ 2 (the paper reports 95%). 30,000 steps.",
+    ),
+    "Opacus MNIST example: CNN, σ = 1.3": Preset(
+        {"dataset": "mnist", "model": "cnn", "algorithm": "dpsgd", "delta": 1e-5, "lot_size": 240, "seed": 0,
+         "noise_multiplier": 1.3, "clip_norm": 1.5, "lr": 0.25, "epochs": 15},
+        "Opacus examples/mnist_README.md, first row: q = 0.004 (L = 240), σ = 1.3, C = 1.5, lr 0.25, 15 epochs "
+        "(their README: ε = 1.16, 94.6%); our CNN uses tanh where theirs uses ReLU.",
+    ),
+    "Seed 000 Adult: noisy gradient descent, ε = 1": Preset(
+        {"dataset": "adult", "model": "logreg", "algorithm": "noisy_gd", "clipping": "gradient", "clip_norm": 3.0,
+         "epochs": 30, "lr": 1.0, "seed": 0, "delta": 1e-5, "target_epsilon": 1.0, "count_epsilon": 0.1},
+        "Near & Abuah, Programming Differential Privacy (seed 000): full-batch logistic regression, 30 iterations, "
+        "b = 3, a tenth of ε on the noisy count.",
+    ),
+    "Seed 000 Adult: DP-SGD logistic regression, ε = 1": Preset(
+        {"dataset": "adult", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 1.0, "delta": 1e-6,
+         "clip_norm": 1.0, "lot_size": 256, "epochs": 5, "lr": 1.0, "seed": 0},
+        "Seed 000's DP-SGD preset for UCI Adult (benchmarked at ≥ 84% test accuracy).",
+    ),
+}  # fmt: skip
+DEFAULT_PRESET = next(iter(PRESETS))
+
+# A spec value must be one a widget offers (select sliders only take their options).
+OPTIONS: dict[str, list] = {
+    "target_epsilon": EPSILONS, "noise_multiplier": SIGMAS, "delta": DELTAS, "clip_norm": CLIP_NORMS,
+    "lr": LEARNING_RATES, "lot_size": LOT_SIZES, "epochs": EPOCHS, "hidden": HIDDEN_WIDTHS, "pca_dims": PCA_DIMS,
+    "pca_noise": PCA_NOISES, "count_epsilon": COUNT_EPSILONS, "optimizer": OPTIMIZERS,
+}  # fmt: skip
+
+
+class PresetError(ValueError):
+    """A spec holds a value the form cannot show."""
+
+
+def form_values(spec: dict[str, Any]) -> dict[str, Any]:
+    """The widget values that describe `spec` (the inverse of `train_spec.raw_spec`)."""
+    values = dict(FORM_DEFAULTS)
+    plain = ("algorithm", "dataset", "model", "delta", "clip_norm", "clipping", "count_epsilon", "lot_size", "epochs",
+             "lr", "optimizer", "seed", "target_epsilon", "noise_multiplier", "pca_dims", "pca_noise")  # fmt: skip
+    values |= {key: spec[key] for key in plain if key in spec}
+    if "hidden" in spec:
+        if len(spec["hidden"]) != 1:
+            raise PresetError(f"hidden: the form has one hidden layer, the spec {spec['hidden']}")
+        values["hidden"] = spec["hidden"][0]
+    values["use_pca"] = "pca_dims" in spec
+    values["mode"] = SIGMA_MODE if "noise_multiplier" in spec else TARGET_MODE
+    schedule = spec.get("lr_schedule", {"kind": "constant"})
+    values["lr_schedule"] = schedule["kind"]
+    if schedule["kind"] == "linear":
+        values["lr_end_factor"], values["lr_decay_epochs"] = schedule["end_factor"], schedule["epochs"]
+    elif schedule["kind"] != "constant":
+        raise PresetError(f"lr_schedule: the form offers constant and linear, the spec {schedule['kind']!r}")
+    for key, options in OPTIONS.items():
+        if values[key] not in options:
+            raise PresetError(f"{key}: {values[key]!r} is not among the form's values {options}")
+    return values

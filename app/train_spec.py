@@ -1,0 +1,102 @@
+"""From the Train form's widget values to a raw run spec, and which choices fit which (pure: no Streamlit).
+
+Only the keys that apply to the chosen algorithm and model go into the spec; the engine validates the rest.
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+from app.train_presets import PCA_DIMS, TARGET_MODE
+from engine.training import DATASETS
+from engine.training.models import cnn_supports
+from engine.training.spec import CLIPPING_MODES, Algorithm
+
+ALGORITHM_TITLES = {"dpsgd": "DP-SGD", "noisy_gd": "Noisy gradient descent", "nonprivate": "Non-private baseline"}
+MODEL_TITLES = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)", "cnn": "CNN (tanh)"}
+CLIPPING_TITLES = {
+    "flat": "flat: the whole gradient to norm C",
+    "per_layer": "per layer: each layer to C/√K",
+    "gradient": "per-example gradients to norm b",
+    "input": "inputs to norm b (no per-example gradients)",
+}
+
+
+def private(algorithm: str) -> bool:
+    return Algorithm(algorithm).private
+
+
+def datasets_for(algorithm: str) -> list[str]:
+    """Registered datasets the algorithm can train on: noisy GD needs two classes."""
+    if algorithm == Algorithm.NOISY_GD:
+        return [name for name, info in DATASETS.items() if info.n_classes == 2]
+    return list(DATASETS)
+
+
+def models_for(dataset: str, algorithm: str) -> list[str]:
+    """Models that fit: noisy GD trains logistic regression only; the CNN needs images of 28×28 or more."""
+    if algorithm == Algorithm.NOISY_GD:
+        return ["logreg"]
+    shape = DATASETS[dataset].image_shape
+    return ["logreg", "mlp"] + (["cnn"] if shape is not None and cnn_supports(shape) else [])
+
+
+def clipping_modes(algorithm: str) -> list[str]:
+    return list(CLIPPING_MODES.get(Algorithm(algorithm), ()))
+
+
+def pca_dims_for(dataset: str) -> list[int]:
+    """DP-PCA can keep at most the dataset's number of features."""
+    return [d for d in PCA_DIMS if d <= DATASETS[dataset].n_features]
+
+
+def uses_pca(values: Mapping[str, Any]) -> bool:
+    return bool(values["use_pca"]) and values["model"] != "cnn" and bool(pca_dims_for(values["dataset"]))
+
+
+def raw_spec(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The raw spec the widget values describe (validated later, by the engine)."""
+    algorithm, model = values["algorithm"], values["model"]
+    raw: dict[str, Any] = {
+        "dataset": values["dataset"], "model": model, "algorithm": algorithm, "epochs": values["epochs"],
+        "lr": values["lr"], "seed": int(values["seed"]),
+    }  # fmt: skip
+    if model == "mlp":
+        raw["hidden"] = [int(values["hidden"])]
+    if algorithm != Algorithm.NOISY_GD:  # noisy GD is full batch
+        raw["lot_size"] = int(values["lot_size"])
+    if values["optimizer"] != "sgd":
+        raw["optimizer"] = values["optimizer"]
+    if values["lr_schedule"] == "linear":
+        raw["lr_schedule"] = {"kind": "linear", "end_factor": float(values["lr_end_factor"]),
+                              "epochs": float(values["lr_decay_epochs"])}  # fmt: skip
+    if uses_pca(values):
+        raw["pca_dims"] = int(values["pca_dims"])
+        if private(algorithm):
+            raw["pca_noise"] = values["pca_noise"]
+    if not private(algorithm):
+        return raw
+    raw |= {"delta": values["delta"], "clip_norm": values["clip_norm"]}
+    if values["clipping"] in clipping_modes(algorithm)[1:]:  # the first mode is the engine's default
+        raw["clipping"] = values["clipping"]
+    if values["mode"] == TARGET_MODE:
+        raw["target_epsilon"] = values["target_epsilon"]
+    else:
+        raw["noise_multiplier"] = values["noise_multiplier"]
+    if algorithm == Algorithm.NOISY_GD:
+        raw["count_epsilon"] = values["count_epsilon"]
+    return raw
+
+
+ALGORITHM_CAPTIONS = {
+    "dpsgd": "**DP-SGD** (Abadi et al. 2016): Poisson-sampled lots, per-example clipping and Gaussian noise. ε is "
+    "tracked live by the RDP (moments) accountant; the finished run reports the tightest of RDP, PLD and the "
+    "composition theorems.",
+    "noisy_gd": "**Noisy gradient descent** (Near & Abuah, seed 000): full-batch logistic regression; every step "
+    "adds Gaussian noise to the clipped gradient sum and divides by a Laplace-noised count. ε covers both.",
+    "nonprivate": "**Non-private baseline**: the same model and optimizer on shuffled batches, without clipping or "
+    "noise (ε = ∞): the accuracy the private runs are compared with.",
+}
+
+
+def algorithm_caption(algorithm: str) -> str:
+    return ALGORITHM_CAPTIONS[algorithm]

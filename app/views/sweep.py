@@ -1,0 +1,64 @@
+"""Sweep: pick one or two parameters and their values (and seeds), launch the grid, and watch the
+privacy–utility frontier (accuracy against ε, spread over seeds) grow as its runs finish."""
+
+import streamlit as st
+
+from app import services, sweep_base, sweep_form, sweep_panel
+from app.sweep_frontier import SPREADS
+from engine.training import SpecError
+
+st.title("Sweep")
+st.caption(
+    "Train a grid of configurations that differ in one or two parameters, each with several seeds, and see "
+    "the privacy–utility frontier they trace. Points already trained come from the result cache."
+)
+
+base = sweep_base.base_form()
+st.subheader("Design a sweep")
+st.caption(sweep_form.base_caption(base))
+choice = sweep_form.grid_inputs(base)
+preview = services.preview_sweep(choice.spec) if choice.spec is not None else None
+problem = choice.error or (preview.error if preview else None)
+if problem:
+    st.error(f"Cannot launch this sweep: {problem}")
+elif preview is not None:
+    st.info(sweep_form.preview_text(choice, preview))
+
+launch_help = "Queue every grid point for the background workers; points already trained come from the cache."
+if st.button("Launch sweep", type="primary", key="sweep_launch", disabled=problem is not None, help=launch_help):
+    try:
+        submission = services.launch_sweep(choice.spec)
+    except SpecError as exc:
+        st.error(f"Cannot launch this sweep: {exc}")
+    else:
+        st.session_state["sweep_shown"] = submission.sweep_id
+        st.success(
+            f"Sweep `{submission.sweep_id}` launched: {submission.created} runs queued, {submission.cached} from "
+            f"the cache, {submission.existing} already queued or running."
+        )
+
+st.divider()
+st.subheader("Results")
+sweeps = {sweep.id: sweep for sweep in services.list_sweeps()}
+if not sweeps:
+    st.info("No sweep yet: design one above and press **Launch sweep**; its frontier appears here as runs finish.")
+    st.stop()
+if st.session_state.get("sweep_shown") not in sweeps:
+    st.session_state.pop("sweep_shown", None)  # deleted since: show the newest
+left, right = st.columns([3, 2])
+shown = left.selectbox(
+    "Sweep",
+    list(sweeps),
+    format_func=lambda sweep_id: sweep_panel.sweep_label(sweeps[sweep_id]),
+    key="sweep_shown",
+    help="Any sweep in the store, newest first (also those launched from the command line).",
+)
+spread = right.radio(
+    "Spread over seeds",
+    list(SPREADS),
+    format_func=SPREADS.get,
+    key="sweep_spread",
+    horizontal=True,
+    help="What the error bars of each grid point show: the lowest to highest accuracy, or one standard deviation.",
+)
+sweep_panel.sweep_panel(shown, spread=spread)

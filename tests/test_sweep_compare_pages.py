@@ -1,0 +1,323 @@
+"""The Sweep and Compare pages under Streamlit's AppTest: widgets and tooltips, validation, launching a
+sweep, the frontier of finished runs, overlaid curves, the table and its CSV, deleting runs."""
+
+import base64
+import io
+import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.testing.v1 import AppTest
+
+from app.charts import RUN_PALETTE, run_color, sweep_frontier_figure
+from app.sweep_frontier import frontier
+from app.sweep_grid import GridInputError, parse_values
+from cache import RunStatus, Store
+from engine.jobs.queue import submit
+from engine.jobs.sweep import submit_sweep
+from engine.jobs.worker import Worker
+from engine.training import parse_spec
+from tests.conftest import ROOT, fast_spec
+
+MAIN = str(ROOT / "app" / "main.py")
+WIDGETS = ("button", "checkbox", "download_button", "multiselect", "number_input", "radio", "select_slider",
+           "selectbox", "slider", "text_input", "toggle")  # fmt: skip
+TINY_BASE = {k: v for k, v in fast_spec(epochs=1, lot_size=128).items() if k != "target_epsilon"}
+# Two tiny digits runs: σ = 1 and 2, one epoch at lot size 128, seed 0.
+TINY_SWEEP = {"name": "two σ", "base": TINY_BASE, "grid": {"noise_multiplier": [1.0, 2.0]}, "seeds": [0]}
+
+
+def train_tiny_sweep(store: Store) -> str:
+    """The two tiny runs of TINY_SWEEP, trained here; returns the sweep's id."""
+    sweep = submit_sweep(store, TINY_SWEEP)
+    Worker(store, data_dirs=[]).run_forever(exit_when_idle=True)
+    return sweep.sweep_id
+
+
+def copy_store(source: Path, home: Path) -> Store:
+    """A copy of the store at `source` as the data home's store (SQLite's online backup: WAL included)."""
+    home.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(home / "runs.sqlite3")) as dst:
+        src.backup(dst)
+    return Store(home / "runs.sqlite3")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A store with two finished tiny runs (trained once for the module)."""
+    path = tmp_path_factory.mktemp("trained") / "runs.sqlite3"
+    store = Store(path)
+    train_tiny_sweep(store)
+    assert [r.status for r in store.list_runs()] == [RunStatus.FINISHED] * 2
+    return path
+
+
+@pytest.fixture
+def trained_store(trained, home) -> Store:
+    return copy_store(trained, home)
+
+
+def open_page(page: str) -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.run()
+    at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def widgets(at: AppTest) -> list:
+    return [w for kind in WIDGETS for w in at.get(kind)]
+
+
+def decoded(value):
+    """Plotly's JSON with its typed arrays ({"dtype", "bdata"}: base64) turned back into lists."""
+    if isinstance(value, dict) and "bdata" in value and "dtype" in value:
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).tolist()
+    if isinstance(value, dict):
+        return {k: decoded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decoded(v) for v in value]
+    return value
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [decoded(json.loads(chart.proto.spec)) for chart in at.get("plotly_chart")]
+
+
+# ---------------------------------------------------------------------------------------- Sweep
+
+
+def test_sweep_page_widgets_have_help_and_the_defaults_are_valid(home, store):
+    at = open_page("sweep")
+    assert at.title[0].value == "Sweep"
+    keys = {w.key for w in widgets(at)}
+    assert {"sweep_first", "sweep_values_target_epsilon", "sweep_second", "sweep_seeds", "sweep_name",
+            "sweep_launch"} <= keys  # fmt: skip
+    assert {"sweep_base_dataset", "sweep_base_algorithm", "sweep_base_delta", "sweep_base_clip_norm",
+            "sweep_base_lot_size", "sweep_base_epochs", "sweep_base_lr"} <= keys  # fmt: skip
+    assert "dataset" not in keys, "the Train page's form keeps its own widgets"
+    no_help = [w.key or w.label for w in widgets(at) if not w.help]
+    assert not no_help, no_help
+    assert not at.error
+    assert any("**10 runs** (5 Target ε values × 2 seeds)" in i.value for i in at.info)
+    assert not at.button(key="sweep_launch").disabled
+    assert any("No sweep yet" in i.value for i in at.info)
+    assert store.list_runs() == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"sweep_values_target_epsilon": "1, x"}, "Target ε values: 'x' is not a number"),
+        ({"sweep_values_target_epsilon": ""}, "Target ε values: enter at least one value"),
+        ({"sweep_values_target_epsilon": "1, 2, 1"}, "Target ε values: '1' is given twice"),
+        ({"sweep_values_target_epsilon": "1,,2"}, "Target ε values: an empty value between commas"),
+        ({"sweep_values_target_epsilon": "0.001"}, "grid point target_epsilon=0.001, seed=0: target_epsilon: must be"),
+        ({"sweep_first": "lot_size", "sweep_values_lot_size": "32, 64.5"}, "Lot size L values: '64.5' is not a whole"),
+        ({"sweep_first": "lot_size", "sweep_values_lot_size": "32, 5000"}, "lot_size=5000, seed=0: lot_size: must be"),
+        ({"sweep_second": "target_epsilon"}, "Second parameter: Target ε is already the first parameter"),
+        ({"sweep_second": "noise_multiplier"}, "Second parameter: target ε and σ are alternatives"),
+    ],
+)
+def test_bad_sweep_values_show_an_error_naming_the_field_and_queue_nothing(home, store, changes, message):
+    at = open_page("sweep")
+    for key, value in changes.items():
+        widget = at.selectbox(key=key) if key in ("sweep_first", "sweep_second") else at.text_input(key=key)
+        widget.set_value(value).run()
+    assert not at.exception, at.exception
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+    assert at.button(key="sweep_launch").disabled
+    assert store.list_runs() == [] and store.list_sweeps() == []
+
+
+def test_launch_queues_a_sweep_of_every_point_and_seed(home, store):
+    at = open_page("sweep")
+    at.selectbox(key="sweep_first").set_value("noise_multiplier").run()
+    at.text_input(key="sweep_values_noise_multiplier").set_value("1, 2").run()
+    at.selectbox(key="sweep_second").set_value("lot_size").run()
+    at.text_input(key="sweep_values_lot_size").set_value("32, 64").run()
+    at.number_input(key="sweep_seeds").set_value(3).run()
+    at.text_input(key="sweep_name").set_value("σ × L").run()
+    assert any("**12 runs**" in i.value and "12 to train" in i.value for i in at.info)
+    at.button(key="sweep_launch").click().run()
+    assert not at.exception, at.exception
+
+    [sweep] = store.list_sweeps()
+    assert sweep.name == "σ × L" and len(sweep.run_ids) == 12
+    assert sweep.points[0] == {"noise_multiplier": 1.0, "lot_size": 32, "seed": 0}
+    runs = store.list_runs(sweep_id=sweep.id)
+    assert [r.status for r in runs] == [RunStatus.QUEUED] * 12
+    assert {r.spec["lot_size"] for r in runs} == {32, 64} and all("target_epsilon" not in r.spec for r in runs)
+    assert any(sweep.id in s.value and "12 runs queued" in s.value for s in at.success)
+    assert at.selectbox(key="sweep_shown").value == sweep.id
+    assert any(p.proto.text.startswith("0 / 12 finished · 12 queued") for p in at.get("progress"))
+    table = next(d.value for d in at.dataframe if "status" in d.value)
+    assert len(table) == 12 and set(table["status"]) == {"queued"}
+    assert any("No finished run yet" in i.value for i in at.info)
+
+    at.button(key="sweep_launch").click().run()  # the same grid again: every point is already queued
+    assert len(store.list_runs()) == 12 and len(store.list_sweeps()) == 2
+
+
+def test_frontier_shows_the_finished_runs_and_the_preview_counts_cached_points(trained_store):
+    store = trained_store
+    runs = {r.spec["noise_multiplier"]: r for r in store.list_runs()}
+    at = open_page("sweep")
+    assert any(p.proto.text.startswith("2 / 2 finished") for p in at.get("progress"))
+    [figure] = figures(at)
+    each_run, line = figure["data"]
+    assert sorted(each_run["x"]) == sorted(r.result["epsilon"] for r in runs.values())
+    assert line["mode"] == "lines+markers+text" and line["text"] == ["2", "1"]  # sorted by ε: σ = 2 spends less
+    assert line["x"] == [runs[2.0].result["epsilon"], runs[1.0].result["epsilon"]]
+    assert line["y"] == pytest.approx([runs[2.0].result["test_accuracy"], runs[1.0].result["test_accuracy"]])
+    table = next(d.value for d in at.dataframe if "status" in d.value)
+    assert list(table["status"]) == ["finished", "finished"]
+
+    # the same grid from the form: both points come from the cache
+    at.radio(key="sweep_base_privacy_by").set_value("noise_multiplier").run()
+    at.number_input(key="sweep_base_lot_size").set_value(128).run()
+    at.number_input(key="sweep_base_epochs").set_value(1.0).run()
+    at.selectbox(key="sweep_first").set_value("noise_multiplier").run()
+    at.text_input(key="sweep_values_noise_multiplier").set_value("1, 2").run()
+    at.number_input(key="sweep_seeds").set_value(1).run()
+    assert any("**2 runs**" in i.value and "2 already cached" in i.value and "0 to train" in i.value for i in at.info)
+    at.button(key="sweep_launch").click().run()
+    assert any("0 runs queued, 2 from the cache" in s.value for s in at.success)
+    assert len(store.list_runs()) == 2
+
+
+def test_frontier_aggregates_seeds_and_keeps_each_line_colour():
+    points = pd.DataFrame(
+        [(σ, lot, seed, f"r{σ}{lot}{seed}", 1.0 / σ + seed * 0.01, 0.5 + lot / 1000 + seed * 0.1)
+         for σ in (1.0, 2.0) for lot in (32, 64) for seed in (0, 1)],
+        columns=["noise_multiplier", "lot_size", "seed", "run", "epsilon", "accuracy"],
+    )  # fmt: skip
+    summary = frontier(points, ["noise_multiplier", "lot_size"])
+    assert len(summary) == 4 and list(summary["seeds"]) == [2] * 4
+    row = summary[(summary["noise_multiplier"] == 1.0) & (summary["lot_size"] == 64)].iloc[0]
+    assert row["epsilon"] == pytest.approx(1.01), "a grid point sits at the largest ε of its seeds"
+    assert (row["accuracy"], row["low"], row["high"]) == pytest.approx((0.614, 0.564, 0.664))
+    std = frontier(points, ["noise_multiplier", "lot_size"], spread="std").iloc[0]
+    assert std["high"] - std["accuracy"] == pytest.approx(0.0707, abs=1e-4)
+
+    only_64 = points[points["lot_size"] == 64]  # lot 32 has no finished run yet: lot 64 keeps the second colour
+    fig = sweep_frontier_figure(frontier(only_64, ["noise_multiplier", "lot_size"]), only_64,
+                                first="noise_multiplier", second="lot_size", series=[32, 64])  # fmt: skip
+    lines = [t for t in fig.data if t.mode == "lines+markers+text"]
+    assert [t.name for t in lines] == ["lot_size = 32", "lot_size = 64"]
+    assert lines[1].marker.color == RUN_PALETTE[1] and len(lines[1].x) == 2 and len(lines[0].x) == 0
+
+
+def test_values_parse_as_numbers_in_the_order_typed():
+    assert parse_values("f", " 0.5, 1,2e0 ") == [0.5, 1.0, 2.0]
+    assert parse_values("f", "32, 64", integer=True) == [32, 64]
+    with pytest.raises(GridInputError, match=r"^f: 'inf' is not a finite number"):
+        parse_values("f", "1, inf")
+
+
+def test_sweep_page_without_sweeps_and_an_existing_sweep_from_the_command_line(home, store):
+    sweep = submit_sweep(store, {"base": fast_spec(), "grid": {"lr": [0.5, 1.0]}})
+    at = open_page("sweep")
+    assert at.selectbox(key="sweep_shown").value == sweep.sweep_id
+    table = next(d.value for d in at.dataframe if "status" in d.value)
+    assert list(table["Learning rate"]) == [0.5, 1.0]
+
+
+# ---------------------------------------------------------------------------------------- Compare
+
+
+def test_compare_page_without_runs_explains_what_to_do(home):
+    at = open_page("compare")
+    assert at.title[0].value == "Compare runs"
+    assert any("No runs yet" in i.value for i in at.info)
+
+
+def select_all(at: AppTest, store: Store) -> list[str]:
+    ids = [r.id for r in store.list_runs()]
+    at.multiselect(key="compare_runs").set_value(ids).run()
+    assert not at.exception, at.exception
+    return ids
+
+
+def test_compare_filters_overlays_and_tabulates_the_selected_runs(trained_store, monkeypatch):
+    downloads: list[tuple[bytes, str | None]] = []
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        downloads.append((path_or_data, filename))
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    store = trained_store
+    at = open_page("compare")
+    filters = {w.key: w for w in at.multiselect}
+    assert {"compare_filter_dataset", "compare_filter_model", "compare_filter_algorithm", "compare_filter_status",
+            "compare_runs"} <= set(filters)  # fmt: skip
+    assert filters["compare_filter_dataset"].options == ["digits"]
+    assert not [w.key for w in widgets(at) if not w.help]
+    assert any("Choose two or more runs" in i.value for i in at.info)
+
+    at.multiselect(key="compare_filter_status").set_value(["queued"]).run()
+    assert any("No run matches these filters" in w.value for w in at.warning)
+    assert at.multiselect(key="compare_runs").options == []
+    at.multiselect(key="compare_filter_status").set_value([]).run()
+    at.multiselect(key="compare_filter_model").set_value(["logreg"]).run()
+    ids = select_all(at, store)
+    assert {"compare_x", "compare_differ", "compare_csv", "compare_confirm_delete", "compare_delete"} <= {
+        w.key for w in widgets(at)
+    }
+    assert not [w.key for w in widgets(at) if not w.help], "every widget explains itself"
+    labels = at.multiselect(key="compare_runs").options
+    assert all(" · digits/logreg · ε " in label and " · acc 0." in label for label in labels)
+
+    accuracy, epsilon, frontier_fig = figures(at)
+    for figure in (accuracy, epsilon, frontier_fig):
+        assert [t["name"] for t in figure["data"]] == ids
+        assert [t.get("line", t.get("marker"))["color"] for t in figure["data"]] == [run_color(i) for i in ids]
+    assert all(len(t["x"]) > 2 for t in accuracy["data"] + epsilon["data"])
+    results = {r.id: r.result for r in store.list_runs()}
+    assert [t["x"][0] for t in frontier_fig["data"]] == [results[i]["epsilon"] for i in ids]
+
+    table = next(d.value for d in at.dataframe if "noise_multiplier" in d.value)
+    assert list(table["run"]) == ids
+    expected = {"dataset", "model", "algorithm", "lot_size", "clip_norm", "delta", "lr", "epochs", "seed",
+                "epsilon", "test_accuracy", "accountant", "epsilon_rdp", "noise_multiplier_used"}  # fmt: skip
+    assert expected <= set(table.columns)
+
+    at.toggle(key="compare_differ").set_value(True).run()
+    differing = next(d.value for d in at.dataframe if "run" in d.value)
+    assert {"run", "noise_multiplier", "epsilon", "test_accuracy"} <= set(differing.columns)
+    assert not {"dataset", "model", "lot_size"} & set(differing.columns)
+
+    at.download_button(key="compare_csv")  # present, with its help
+    csv = next(data for data, name in downloads if name == "dplab-runs.csv")
+    parsed = pd.read_csv(io.BytesIO(csv))
+    assert list(parsed["run"]) == ids
+    assert list(parsed["epsilon"]) == pytest.approx([results[i]["epsilon"] for i in ids])
+    assert sorted(parsed["noise_multiplier"]) == [1.0, 2.0]
+
+
+def test_delete_needs_a_confirmation_and_refuses_queued_runs(trained_store):
+    store = trained_store
+    queued = submit(store, parse_spec(fast_spec(epochs=1, seed=7))).run_id
+    first, second = (r.id for r in store.list_runs(statuses=[RunStatus.FINISHED]))
+    at = open_page("compare")
+    at.multiselect(key="compare_runs").set_value([first]).run()
+    assert at.button(key="compare_delete").disabled, "no delete before the confirmation"
+    at.checkbox(key="compare_confirm_delete").check().run()
+    assert not at.button(key="compare_delete").disabled
+    at.button(key="compare_delete").click().run()
+    assert not at.exception, at.exception
+    assert any(f"Deleted 1 run(s): {first}" in s.value for s in at.success)
+    assert {r.id for r in store.list_runs()} == {second, queued}
+    assert at.multiselect(key="compare_runs").value == []
+
+    at.multiselect(key="compare_runs").set_value([second, queued]).run()
+    assert any(f"cannot delete 1 active run(s): {queued} (queued)" in e.value for e in at.error)
+    assert at.checkbox(key="compare_confirm_delete").disabled and at.button(key="compare_delete").disabled
+    assert {r.id for r in store.list_runs()} == {second, queued}
