@@ -157,34 +157,25 @@ def cmd_cancel(args: argparse.Namespace, store: Store) -> None:
         raise CliError(f"{args.run} is already {status.value}; nothing to cancel")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if not 1 <= value <= 256:
-        raise argparse.ArgumentTypeError(f"must be in [1, 256], got {value}")
-    return value
+def _bounded(kind: type, low: float, high: float, *, expects: str, unit: str = ""):
+    """An argparse type: `kind(text)` within [low, high], with an error naming the allowed range."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {expects}, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}]{unit}, got {value}")
+        return value
+
+    return parse
 
 
-def _poll_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
-    if not 0.01 <= value <= 60:
-        raise argparse.ArgumentTypeError(f"must be in [0.01, 60] seconds, got {value}")
-    return value
-
-
-def _gpu_fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not 0 <= value <= 8:
-        raise argparse.ArgumentTypeError(f"must be in [0, 8] GPUs, got {value}")
-    return value
+_positive_int = _bounded(int, 1, 256, expects="an integer >= 1")
+_positive_int_or_many = _bounded(int, 1, 1_000_000, expects="an integer >= 1")
+_poll_seconds = _bounded(float, 0.01, 60, expects="a number of seconds", unit=" seconds")
+_gpu_fraction = _bounded(float, 0, 8, expects="a number", unit=" GPUs")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -238,13 +229,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_cancel, needs_store=True)
-
-
-def _positive_int_or_many(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if not 1 <= value <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"must be in [1, 1000000], got {value}")
-    return value
