@@ -11,6 +11,7 @@ import pandas as pd
 
 from app.sweep_frontier import finite_epsilon
 from cache import RunRecord, RunStatus
+from engine.privacy import is_unbounded
 from engine.training.spec import ALL_KEYS
 
 FILTERS = {  # filter label → the run attribute it filters on
@@ -75,7 +76,8 @@ def runs_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
             name = RESULT_NAMES.get(key, key)
             if name is not None and key not in HEADLINE:
                 row[name] = _cell(value)
-        row |= {f"epsilon_{name}": value for name, value in sorted(result.get("epsilons", {}).items())}
+        row |= {f"epsilon_{name}": math.inf if is_unbounded(value) else value  # no finite bound: inf, not 1.8e308
+                for name, value in sorted(result.get("epsilons", {}).items())}  # fmt: skip
         row |= {
             "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.created_at)),
             "engine_version": run.engine_version,

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from app import services
 from app.data_upload import (
@@ -38,6 +39,8 @@ BOUNDS_NOTE = (
     "private column are themselves private (the oldest person's exact age), so taking them from the data "
     "would leak it outside the privacy guarantee. Values outside the bounds are clipped, then scaled to [0, 1]."
 )
+# A numeric column's two bounds, by their key prefix: the side (in the label) and the extreme (in the tooltip).
+BOUND_WORDS = {"low": ("lower", "smallest"), "high": ("upper", "largest")}
 PREVIEW_NOTE = (
     "The preview and the suggested classes and categories come from your private file. They are shown only "
     "to you, to help you declare the schema; nothing is saved until you press **Save dataset**."
@@ -178,21 +181,7 @@ def _column(name: str, default: ColumnChoice, suggestion: dict[str, Any]) -> Col
         + ("" if numeric_ok else " Not numeric: some cells are empty or not numbers."),
     )
     if role == "numeric":
-        low = first.number_input(
-            f"{name}: lower bound",
-            value=None,
-            format="%g",
-            key=f"data_low::{name}",
-            help="The smallest value this column can take, from public knowledge.",
-        )
-        high = second.number_input(
-            f"{name}: upper bound",
-            value=None,
-            format="%g",
-            key=f"data_high::{name}",
-            help="The largest value this column can take, from public knowledge.",
-        )
-        return ColumnChoice(role=role, low=low, high=high)
+        return ColumnChoice(role=role, low=_bound(first, name, "low"), high=_bound(second, name, "high"))
     if role == "categorical":
         text = first.text_area(
             f"{name}: categories (one per line)",
@@ -205,6 +194,18 @@ def _column(name: str, default: ColumnChoice, suggestion: dict[str, Any]) -> Col
         second.caption(f"{len(categories)} one-hot feature(s)")
         return ColumnChoice(role=role, categories=categories)
     return ColumnChoice()
+
+
+def _bound(column: DeltaGenerator, name: str, end: str) -> float | None:
+    """The declared bound of numeric column `name` at `end` ("low" or "high"); None until it is given."""
+    side, extreme = BOUND_WORDS[end]
+    return column.number_input(
+        f"{name}: {side} bound",
+        value=None,
+        format="%g",
+        key=f"data_{end}::{name}",
+        help=f"The {extreme} value this column can take, from public knowledge.",
+    )
 
 
 def _save(file_name: str, data: bytes, raw: dict[str, Any], label: str) -> None:

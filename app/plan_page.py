@@ -1,6 +1,8 @@
 """The Plan page's parts: the sidebar form (one widget per input, each with a one-line tooltip) and the panels
 that show what the plan implies. Every number comes from `services`; nothing here computes privacy."""
 
+from collections.abc import Callable
+
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
@@ -11,6 +13,15 @@ CUSTOM = "custom"
 LOT_SIZE, SAMPLING_RATE = "Lot size L", "Sampling rate q"
 TARGET, SIGMA = "Target ε", "Noise multiplier σ"
 KEEP = "session"  # widget values survive page switches and hidden inputs (the L/q and ε/σ choices)
+# The tooltips of the inputs shown for one way of giving lots or privacy (each input is labelled by its way).
+WAY_HELP = {
+    LOT_SIZE: "Expected examples per step (each joins with probability L/N): larger lots average out the noise but "
+    "spend more privacy per step.",
+    SAMPLING_RATE: "Each example's probability of joining each lot: a small q amplifies privacy, but an epoch then "
+    "takes 1/q steps.",
+    TARGET: "Privacy budget: smaller ε means stronger privacy but more noise, so lower accuracy. Log scale, 0.1 to 10.",
+    SIGMA: "Noise std divided by the clipping norm C: larger σ means more privacy (smaller ε) and noisier updates.",
+}
 
 
 def plan_form() -> services.PlanSettings:
@@ -28,13 +39,11 @@ def plan_form() -> services.PlanSettings:
             "dataset or give N yourself.",
         )
         if dataset == CUSTOM:
-            n = st.number_input(
+            n = _at_least_one(
                 "Dataset size N",
-                min_value=1,
                 value=10_000,
                 step=1_000,
                 key="plan_n",
-                persist_state=KEEP,
                 help="Training examples: with the same lot size, a larger N means a smaller sampling rate q = L/N, "
                 "so less ε per step.",
             )
@@ -42,37 +51,12 @@ def plan_form() -> services.PlanSettings:
             n = sizes[dataset][1]
             st.caption(f"N = {n:,} training examples.")
         st.markdown("**Lots and steps**")
-        lots = st.radio(
+        lot_size, rate = _one_of(
             "Lots given by",
-            [LOT_SIZE, SAMPLING_RATE],
+            {LOT_SIZE: _lot_size, SAMPLING_RATE: _sampling_rate},
             key="plan_lots",
-            persist_state=KEEP,
-            horizontal=True,
             help="Give the expected lot size L (then q = L/N) or the sampling rate q itself.",
         )
-        lot_size = rate = None
-        if lots == LOT_SIZE:
-            lot_size = st.number_input(
-                "Lot size L",
-                min_value=1,
-                value=64,
-                step=16,
-                key="plan_lot_size",
-                persist_state=KEEP,
-                help="Expected examples per step (each joins with probability L/N): larger lots average out the "
-                "noise but spend more privacy per step.",
-            )
-        else:
-            rate = st.number_input(
-                "Sampling rate q",
-                value=0.01,
-                step=0.005,
-                format="%.4f",
-                key="plan_q",
-                persist_state=KEEP,
-                help="Each example's probability of joining each lot: a small q amplifies privacy, but an epoch "
-                "then takes 1/q steps.",
-            )
         epochs = st.slider(
             "Epochs",
             1,
@@ -93,43 +77,64 @@ def plan_form() -> services.PlanSettings:
             help="Probability that the ε guarantee may fail outright: keep it well below 1/N.",
         )
         st.caption(f"1/N = {1 / n:.1e}; a common choice is δ ≤ 1/(10N) = {1 / (10 * n):.1e}.")
-        mode = st.radio(
+        target, sigma = _one_of(
             "Set privacy by",
-            [TARGET, SIGMA],
+            {TARGET: _target_epsilon, SIGMA: _noise_multiplier},
             key="plan_mode",
-            persist_state=KEEP,
-            horizontal=True,
             help="Pick the ε you can afford (σ is calibrated to meet it), or pick σ and see the ε it gives.",
         )
-        target = sigma = None
-        if mode == TARGET:
-            target = st.select_slider(
-                "Target ε",
-                EPSILONS,
-                value=3.0,
-                key="plan_target_epsilon",
-                persist_state=KEEP,
-                help="Privacy budget: smaller ε means stronger privacy but more noise, so lower accuracy. "
-                "Log scale, 0.1 to 10.",
-            )
-        else:
-            sigma = st.number_input(
-                "Noise multiplier σ",
-                min_value=0.3,
-                max_value=500.0,
-                value=1.0,
-                step=0.1,
-                key="plan_sigma",
-                persist_state=KEEP,
-                help="Noise std divided by the clipping norm C: larger σ means more privacy (smaller ε) and "
-                "noisier updates.",
-            )
         st.caption(
             "The clipping norm C does not change ε: noise of std σ·C masks any one example's clipped gradient "
             "(norm ≤ C). C trades clipping bias against noise; set it on the Train page."
         )
     return services.PlanSettings(dataset_size=int(n), epochs=int(epochs), delta=float(delta), lot_size=lot_size,
                                  sampling_rate=rate, target_epsilon=target, noise_multiplier=sigma)  # fmt: skip
+
+
+def _one_of(label: str, inputs: dict[str, Callable[[], float]], *, key: str, help: str) -> tuple[float | None, ...]:
+    """A horizontal choice between ways of giving an input: the chosen way's widget value, None for the others."""
+    chosen = st.radio(label, list(inputs), key=key, persist_state=KEEP, horizontal=True, help=help)
+    return tuple(widget() if way == chosen else None for way, widget in inputs.items())
+
+
+def _at_least_one(label: str, *, value: int, step: int, key: str, help: str) -> int:
+    """A whole number of at least 1 (a count of examples)."""
+    return st.number_input(label, min_value=1, value=value, step=step, key=key, persist_state=KEEP, help=help)
+
+
+def _lot_size() -> int:
+    return _at_least_one(LOT_SIZE, value=64, step=16, key="plan_lot_size", help=WAY_HELP[LOT_SIZE])
+
+
+def _sampling_rate() -> float:
+    return st.number_input(
+        SAMPLING_RATE,
+        value=0.01,
+        step=0.005,
+        format="%.4f",
+        key="plan_q",
+        persist_state=KEEP,
+        help=WAY_HELP[SAMPLING_RATE],
+    )
+
+
+def _target_epsilon() -> float:
+    return st.select_slider(
+        TARGET, EPSILONS, value=3.0, key="plan_target_epsilon", persist_state=KEEP, help=WAY_HELP[TARGET]
+    )
+
+
+def _noise_multiplier() -> float:
+    return st.number_input(
+        SIGMA,
+        min_value=0.3,
+        max_value=500.0,
+        value=1.0,
+        step=0.1,
+        key="plan_sigma",
+        persist_state=KEEP,
+        help=WAY_HELP[SIGMA],
+    )
 
 
 def headline(plan: services.PrivacyPlan) -> DeltaGenerator:

@@ -8,9 +8,10 @@ import streamlit as st
 
 from app import charts, services, train_baseline
 from cache import RunRecord, RunStatus
-from engine.privacy import ACCOUNTANTS
+from engine.privacy import ACCOUNTANTS, epsilon_text
 
-POLL_SECONDS = 1.0
+POLL_SECONDS = 1.0  # a live run's charts redraw every second
+STARTING_POLL_SECONDS = 0.4  # until its first step is plotted: the wait after pressing Train is the one people feel
 STATUS_BADGE = {
     RunStatus.QUEUED: (":material/hourglass_top:", "queued: waiting for a worker"),
     RunStatus.RUNNING: (":material/directions_run:", "training"),
@@ -38,20 +39,33 @@ def run_panel(run_id: str, *, from_cache: bool = False) -> None:
             body=f"**From the result cache**: this exact configuration already ran (run `{run.id}`, "
             f"finished {when}, engine {run.engine_version}). Nothing was trained again.",
         )
-    if run.status.active:
-        _live_run(run_id)
-    else:
+    if not run.status.active:
         _run_body(run)
+    elif run.progress_step == 0:
+        _starting_run(run_id)
+    else:
+        _live_run(run_id)
+
+
+@st.fragment(run_every=STARTING_POLL_SECONDS)
+def _starting_run(run_id: str) -> None:
+    _poll(run_id, until_first_step=True)
 
 
 @st.fragment(run_every=POLL_SECONDS)
 def _live_run(run_id: str) -> None:
+    _poll(run_id, until_first_step=False)
+
+
+def _poll(run_id: str, *, until_first_step: bool) -> None:
+    """One tick of a live run's panel. The whole page redraws once when the run ends (to stop polling), and once
+    when a starting run has its first step (to poll at the slower pace from then on)."""
     run = services.get_run(run_id)
     if run is None:
         return
     _run_body(run)
-    if not run.status.active:
-        st.rerun()  # stop polling: the whole page redraws the finished run once
+    if not run.status.active or (until_first_step and run.progress_step > 0):
+        st.rerun()
 
 
 def _run_body(run: RunRecord) -> None:
@@ -116,12 +130,14 @@ def _progress(run: RunRecord, frame, total: int) -> None:
     if run.status is RunStatus.RUNNING and (eta := remaining_seconds(frame, total)) is not None:
         text += f" · about {eta:.0f} s left" if eta >= 1 else " · finishing"
     st.progress(fraction, text=text)
-    if run.status is RunStatus.RUNNING and st.button(
-        "Cancel run",
-        key=f"cancel-{run.id}",
-        help="Stop at the next step: the model and ε are those of the steps taken, and the result is kept.",
-    ):
-        services.cancel_run(run.id)
+    if run.status is RunStatus.RUNNING:
+        st.button(  # a callback: it runs even when the next poll interrupts the rerun the click started
+            "Cancel run",
+            key=f"cancel-{run.id}",
+            on_click=services.cancel_run,
+            args=(run.id,),
+            help="Stop at the next step: the model and ε are those of the steps taken, and the result is kept.",
+        )
 
 
 def remaining_seconds(frame, total: int) -> float | None:
@@ -143,8 +159,8 @@ def _privacy_details(run: RunRecord) -> None:
         return
     tightest = result["accountant"]
     table = pd.DataFrame([
-        {"accountant": ACCOUNTANTS[name].title, "ε": eps, "reported": "✓ tightest" if name == tightest else "",
-         "reference": ACCOUNTANTS[name].citation}
+        {"accountant": ACCOUNTANTS[name].title, "ε": epsilon_text(eps, ".4g"),
+         "reported": "✓ tightest" if name == tightest else "", "reference": ACCOUNTANTS[name].citation}
         for name, eps in sorted(result["epsilons"].items(), key=lambda item: item[1])
     ])  # fmt: skip
     with st.expander("Privacy statement and every accountant", expanded=run.status is RunStatus.FINISHED):

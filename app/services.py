@@ -6,6 +6,7 @@ Reads never wait on a worker: SQLite in WAL mode lets the dashboard read while w
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from engine.jobs.sweep import MAX_RUNS, SweepError, SweepSubmission, expand_swee
 from engine.jobs.transfer import Export, ImportReport, import_runs, prepare_export, preview_archive
 from engine.privacy import (
     ACCOUNTANTS,
+    UNBOUNDED_EPSILON,
     Panel,
     PrivacyError,
     PrivacyLedger,
@@ -32,7 +34,8 @@ from engine.privacy import (
     rdp_curve,
     single_phase,
 )
-from engine.training import DATASETS, DatasetError, SpecError, parse_spec, plan_spec, steps_for
+from engine.training import DATASETS, DatasetError, SpecError, dataset_info, parse_spec, plan_spec, steps_for
+from engine.training.datasets import DatasetInfo
 from engine.training.spec import MAX_STEPS as MAX_TRAINING_STEPS
 
 
@@ -57,6 +60,11 @@ class PlanPreview:
     best_order: float = 0.0
     n_train: int = 0
     private: bool = True
+    curve_steps: tuple[int, ...] = ()  # ε (RDP) after each of these steps: the planned curve
+    curve_epsilons: tuple[float, ...] = ()
+
+
+PREVIEW_CURVE_POINTS = 60
 
 
 @st.cache_data(show_spinner="Calibrating σ…", max_entries=512)
@@ -66,7 +74,8 @@ def preview_plan(spec_json: str) -> PlanPreview:
         plan = plan_spec(spec)
         if not plan.private:
             return PlanPreview(steps=plan.steps, sampling_rate=plan.sampling_rate, n_train=plan.n_train, private=False)
-        rdp = rdp_curve(plan.ledger(), delta=plan.delta, steps=[plan.steps])
+        grid = np.unique(np.linspace(0, plan.steps, PREVIEW_CURVE_POINTS).round().astype(np.int64))
+        rdp = rdp_curve(plan.ledger(), delta=plan.delta, steps=grid)
         eps, order = rdp.final_epsilon, rdp.final_order
     except (SpecError, DatasetError, PrivacyError) as exc:
         return PlanPreview(error=str(exc))
@@ -77,11 +86,16 @@ def preview_plan(spec_json: str) -> PlanPreview:
         epsilon=eps,
         best_order=order,
         n_train=plan.n_train,
+        curve_steps=tuple(map(int, rdp.steps)),
+        curve_epsilons=tuple(map(float, rdp.epsilons)),
     )
 
 
 def submit_spec(raw: dict) -> Submission:
-    return submit(get_store(), parse_spec(raw))
+    """Queue a spec with the σ its preview calibrated (the worker confirms it instead of searching again)."""
+    preview = preview_plan(json.dumps(raw, sort_keys=True))
+    planned = preview.noise_multiplier if preview.error is None and preview.private else None
+    return submit(get_store(), parse_spec(raw), planned_noise_multiplier=planned)
 
 
 def get_run(run_id: str) -> RunRecord | None:
@@ -136,7 +150,6 @@ PLOT_POINTS = 200  # RDP and the composition theorems: microseconds a point once
 PLD_LINEAR_POINTS, PLD_GEOMETRIC_POINTS = 8, 5  # PLD costs ~0.1–0.5 s a point: a coarse grid, denser early
 MAX_PLAN_STEPS = 10_000_000  # beyond this the PLD curve and σ calibration take too long for an interactive page
 EPSILON_WARNING = 10.0  # a larger ε is a weak guarantee: the Plan page says so
-UNBOUNDED = 1e300  # a composition bound this large overflowed: it has no finite value
 
 
 def builtin_dataset_sizes() -> dict[str, tuple[str, int]]:
@@ -334,7 +347,7 @@ def plan_epsilon_frame(plan: PrivacyPlan, accounts: Panel) -> pd.DataFrame:
 
 def _unbounded_as_inf(epsilons: np.ndarray) -> np.ndarray:
     """∞ for the bounds that overflowed to the largest float (a composition theorem with no finite answer)."""
-    return np.where(np.asarray(epsilons) >= UNBOUNDED, np.inf, epsilons)
+    return np.where(np.asarray(epsilons) >= UNBOUNDED_EPSILON, np.inf, epsilons)
 
 
 def plan_accountant_table(accounts: Panel) -> pd.DataFrame:
@@ -436,6 +449,33 @@ def storage_bytes() -> dict[str, int]:
     """Bytes on disk of the run store, the downloaded datasets folder and the saved uploads."""
     return {"store": store_bytes(get_store()), "datasets": folder_bytes(datasets_dir()),
             "uploads": folder_bytes(data_upload.uploads_dir(data_home()))}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TrainingDataset:
+    """A dataset the Train form offers: a registered one, or a CSV upload with its declared schema."""
+
+    label: str
+    info: DatasetInfo
+    schema: dict | None = None
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)  # a resource: the facts hold their loader (not picklable)
+def _upload_info(dataset: str, schema_json: str, modified: float) -> DatasetInfo:
+    return dataset_info(dataset, json.loads(schema_json))  # reads the header and counts rows: cached per file version
+
+
+def training_datasets() -> dict[str, TrainingDataset]:
+    """Registered datasets, then saved CSV uploads (newest first) whose file still reads with its schema."""
+    found = {name: TrainingDataset(label=info.title, info=info) for name, info in DATASETS.items()}
+    for label, dataset, schema in uploaded_datasets():
+        try:
+            modified = Path(dataset.removeprefix("csv:")).stat().st_mtime
+            info = _upload_info(dataset, json.dumps(schema, sort_keys=True), modified)
+        except (OSError, DatasetError, ValueError):
+            continue  # a file removed or changed since it was saved: the Data page says so
+        found[dataset] = TrainingDataset(label=label, info=info, schema=schema)
+    return found
 
 
 def uploaded_datasets() -> list[tuple[str, str, dict]]:

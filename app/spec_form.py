@@ -6,7 +6,7 @@ from typing import Any
 
 import streamlit as st
 
-from app import services, train_spec
+from app import charts, services, train_spec
 from app.train_presets import (
     CLIP_NORMS,
     COUNT_EPSILONS,
@@ -30,6 +30,7 @@ from app.train_presets import (
 from engine.training import DATASETS
 
 __all__ = ["EPSILONS", "dataset_note", "plan_summary", "spec_form"]
+OPTIMIZER_TITLES = {"sgd": "SGD", "momentum": "SGD with momentum 0.9", "adam": "Adam"}
 PREFIX = "train_"  # session-state keys of this form: the pages share one session state
 
 
@@ -63,9 +64,26 @@ def _coerce(name: str, allowed: list) -> None:
         st.session_state[key(name)] = allowed[-1] if name == "pca_dims" else allowed[0]
 
 
+def _slider(label: str, options: list, name: str, *, help: str, **options_format) -> None:
+    """A select slider over `options` for the form field `name`."""
+    st.select_slider(label, options, key=key(name), help=help, **options_format)
+
+
+def _choice(widget, label: str, name: str, options: list, titles: dict[str, str], help: str) -> None:
+    """A selectbox or radio over `options` (kept valid by `_coerce`), each shown by its title."""
+    _coerce(name, options)
+    widget(label, options, key=key(name), format_func=titles.get, help=help)
+
+
 def _dataset_label(name: str) -> str:
+    if name not in DATASETS:  # a CSV upload
+        return f"{services.training_datasets()[name].label} (your upload)"
     title = DATASETS[name].title
     return f"{title} — not downloaded" if services.missing_dataset_files(name) else title
+
+
+def _chosen_dataset() -> services.TrainingDataset:
+    return services.training_datasets()[_value("dataset")]
 
 
 def spec_form() -> dict[str, Any]:
@@ -81,7 +99,8 @@ def spec_form() -> dict[str, Any]:
             st.caption("No clipping and no noise: ε = ∞. Its accuracy is the reference the private runs pay for.")
         training()
         advanced()
-    return train_spec.raw_spec({name: _value(name) for name in FORM_DEFAULTS})
+    chosen = _chosen_dataset()
+    return train_spec.raw_spec({name: _value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
 
 
 def preset_picker() -> None:
@@ -109,7 +128,8 @@ def algorithm_picker() -> None:
 def data_and_model() -> None:
     algorithm = _value("algorithm")
     st.markdown("**Data and model**")
-    datasets = train_spec.datasets_for(algorithm)
+    available = services.training_datasets()
+    datasets = train_spec.datasets_for(algorithm, {name: found.info for name, found in available.items()})
     _coerce("dataset", datasets)
     here = [d for d in datasets if not services.missing_dataset_files(d)]
     st.selectbox(
@@ -117,25 +137,20 @@ def data_and_model() -> None:
         here + [d for d in datasets if d not in here],  # what can train offline first
         key=key("dataset"),
         format_func=_dataset_label,
-        help="The private training data: a larger N gives more accuracy for the same ε. Digits is built in.",
+        help="The private training data: a larger N gives more accuracy for the same ε. Digits is built in; "
+        "CSV files saved on the Data page are listed too.",
     )
-    models = train_spec.models_for(_value("dataset"), algorithm)
-    _coerce("model", models)
-    st.selectbox(
-        "Model",
-        models,
-        key=key("model"),
-        format_func=train_spec.MODEL_TITLES.get,
-        help="Bigger models can fit better, but the same noise is spread over more parameters.",
-    )
+    models = train_spec.models_for(_chosen_dataset().info, algorithm)
+    _choice(st.selectbox, "Model", "model", models, train_spec.MODEL_TITLES,
+            "Bigger models can fit better, but the same noise is spread over more parameters.")  # fmt: skip
     if _value("model") == "mlp":
-        st.select_slider(
+        _slider(
             "Hidden units",
             HIDDEN_WIDTHS,
-            key=key("hidden"),
+            "hidden",
             help="Width of the hidden layer: more capacity, and a noisier gradient per parameter.",
         )
-    dims = train_spec.pca_dims_for(_value("dataset"))
+    dims = train_spec.pca_dims_for(_chosen_dataset().info)
     if _value("model") == "cnn" or not dims:
         return
     st.checkbox(
@@ -149,10 +164,10 @@ def data_and_model() -> None:
             "PCA dimensions", dims, key=key("pca_dims"), help="Dimensions kept: fewer denoise more but lose detail."
         )
         if train_spec.private(algorithm):
-            st.select_slider(
+            _slider(
                 "DP-PCA noise σ_p",
                 PCA_NOISES,
-                key=key("pca_noise"),
+                "pca_noise",
                 help="Noise on the covariance: larger σ_p spends less ε on PCA and gives a blurrier projection.",
             )
 
@@ -168,39 +183,39 @@ def privacy() -> None:
         help="Either pick the ε you can afford (σ is calibrated to meet it) or pick σ and see the ε it gives.",
     )
     if _value("mode") == TARGET_MODE:
-        st.select_slider(
+        _slider(
             "Target ε",
             EPSILONS,
-            key=key("target_epsilon"),
+            "target_epsilon",
             help="Privacy budget: a smaller ε is stronger privacy and needs more noise, so less accuracy. "
             "Log scale, 0.1 to 10.",
         )
     else:
-        st.select_slider(
+        _slider(
             "Noise multiplier σ",
             SIGMAS,
-            key=key("noise_multiplier"),
+            "noise_multiplier",
             help="Noise std divided by C: a larger σ gives more privacy (smaller ε) and noisier updates.",
         )
-    st.select_slider(
+    _slider(
         "δ",
         DELTAS,
-        key=key("delta"),
+        "delta",
         format_func=lambda d: f"{d:.0e}",
         help="Probability that the ε guarantee may fail: keep it well below 1/N; a smaller δ costs a little ε.",
     )
-    st.select_slider(
+    _slider(
         "Clipping norm C" if algorithm == "dpsgd" else "Clipping bound b",
         CLIP_NORMS,
-        key=key("clip_norm"),
+        "clip_norm",
         help="Each example's gradient is scaled to L2 norm ≤ C, bounding one person's influence: a small C "
         "biases the gradient, a large C needs more noise.",
     )
     if algorithm == "noisy_gd":
-        st.select_slider(
+        _slider(
             "ε of the noisy count",
             COUNT_EPSILONS,
-            key=key("count_epsilon"),
+            "count_epsilon",
             help="Noisy GD divides by a Laplace-noised N, charged up front: a larger share of ε makes it more exact.",
         )
 
@@ -208,23 +223,23 @@ def privacy() -> None:
 def training() -> None:
     st.markdown("**Training**")
     if _value("algorithm") != "noisy_gd":
-        st.select_slider(
+        _slider(
             "Lot size L" if _value("algorithm") == "dpsgd" else "Batch size",
             LOT_SIZES,
-            key=key("lot_size"),
+            "lot_size",
             help="Expected examples per step (each joins with probability L/N): larger lots average out the "
             "noise but spend more privacy per step.",
         )
-    st.select_slider(
+    _slider(
         "Epochs",
         EPOCHS,
-        key=key("epochs"),
+        "epochs",
         help="Passes over the data: more steps can fit better, and every step spends ε.",
     )
-    st.select_slider(
+    _slider(
         "Learning rate",
         LEARNING_RATES,
-        key=key("lr"),
+        "lr",
         help="SGD step size: post-processing, so it changes accuracy but never ε.",
     )
     st.selectbox(
@@ -265,26 +280,15 @@ def advanced() -> None:
     algorithm = _value("algorithm")
     with st.expander("Advanced"):
         if modes := train_spec.clipping_modes(algorithm):
-            _coerce("clipping", modes)
-            st.radio(
-                "Clipping",
-                modes,
-                key=key("clipping"),
-                format_func=train_spec.CLIPPING_TITLES.get,
-                help="What is bounded per example: the privacy cost is the same, the bias differs.",
-            )
-        st.selectbox(
-            "Optimizer",
-            OPTIMIZERS,
-            key=key("optimizer"),
-            format_func={"sgd": "SGD", "momentum": "SGD with momentum 0.9", "adam": "Adam"}.get,
-            help="How the noisy gradient becomes an update: post-processing, so no effect on ε.",
-        )
+            _choice(st.radio, "Clipping", "clipping", modes, train_spec.CLIPPING_TITLES,
+                    "What is bounded per example: the privacy cost is the same, the bias differs.")  # fmt: skip
+        _choice(st.selectbox, "Optimizer", "optimizer", OPTIMIZERS, OPTIMIZER_TITLES,
+                "How the noisy gradient becomes an update: post-processing, so no effect on ε.")  # fmt: skip
 
 
 def dataset_note(dataset: str) -> None:
     """Say so when the chosen dataset's files are not on this machine (the plan still works: it needs only N)."""
-    missing = services.missing_dataset_files(dataset)
+    missing = services.missing_dataset_files(dataset) if dataset in DATASETS else []
     if not missing:
         return
     folders = ", ".join(f"`{d}`" for d in services.data_directories())
@@ -297,26 +301,31 @@ def dataset_note(dataset: str) -> None:
     )
 
 
-def plan_summary(preview: services.PlanPreview) -> None:
+def plan_summary(preview: services.PlanPreview, *, target_epsilon: float | None = None) -> None:
+    """What the configuration implies before launch: σ, steps, q and ε, with ε's planned course over the run."""
     if preview.error:
         st.error(f"Cannot train this configuration: {preview.error}")
         return
-    cols = st.columns(4)
     if not preview.private:
+        cols = st.columns(4)
         cols[0].metric("Steps", f"{preview.steps:,}", help="epochs × N / batch size")
         cols[1].metric("Batch fraction", f"{preview.sampling_rate:.4f}", help=f"B / N with N = {preview.n_train:,}")
         cols[2].metric("ε", "∞", help="Not private: no clipping, no noise, so no finite ε bounds what it reveals.")
         return
-    cols[0].metric(
+    numbers, course = st.columns([1, 1], gap="medium")
+    top, bottom = numbers.columns(2), numbers.columns(2)
+    top[0].metric(
         "Noise multiplier σ",
         f"{preview.noise_multiplier:.3f}",
         help="Noise std over C; calibrated by the RDP accountant when a target ε is set.",
     )
-    cols[1].metric("Steps", f"{preview.steps:,}", help="epochs × N / L (noisy GD: one full-batch step per epoch)")
-    cols[2].metric("Sampling rate q", f"{preview.sampling_rate:.4f}", help=f"L / N with N = {preview.n_train:,}")
-    cols[3].metric(
+    top[1].metric("Steps", f"{preview.steps:,}", help="epochs × N / L (noisy GD: one full-batch step per epoch)")
+    bottom[0].metric("Sampling rate q", f"{preview.sampling_rate:.4f}", help=f"L / N with N = {preview.n_train:,}")
+    bottom[1].metric(
         "ε after training (RDP)",
         f"{preview.epsilon:.3f}",
         help=f"An upper bound by the RDP accountant (best order {preview.best_order:g}), up-front releases "
         "included; the finished run reports the tightest of all accountants, never more.",
     )
+    figure = charts.planned_epsilon_figure(preview.curve_steps, preview.curve_epsilons, target_epsilon=target_epsilon)
+    course.plotly_chart(figure, key="train_planned_epsilon", config={"displayModeBar": False})

@@ -2,6 +2,7 @@
 disturbs the Train page's form), each widget with a one-sentence tooltip. Returns the raw base spec;
 the engine validates it with every grid point."""
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
@@ -12,6 +13,11 @@ from engine.training import DATASETS
 MODELS = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)"}
 PRIVACY_BY = {"target_epsilon": "Target ε", "noise_multiplier": "Noise multiplier σ"}
 DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
+
+
+def titled_choice(widget: Callable[..., Any], label: str, titles: Mapping[str, str], **options: Any) -> Any:
+    """`widget` (a selectbox, radio or multiselect) over the keys of `titles`, each shown by its title."""
+    return widget(label, list(titles), format_func=titles.get, **options)
 
 
 def base_form() -> dict[str, Any]:
@@ -25,13 +31,11 @@ def base_form() -> dict[str, Any]:
             key="sweep_base_dataset",
             help="The private training data of every run.",
         )
-        model = st.selectbox(
-            "Model", list(MODELS), format_func=MODELS.get, key="sweep_base_model", help="The model every run trains."
-        )
-        algorithm = st.selectbox(
+        model = titled_choice(st.selectbox, "Model", MODELS, key="sweep_base_model", help="The model every run trains.")
+        algorithm = titled_choice(
+            st.selectbox,
             "Algorithm",
-            list(ALGORITHM_TITLES),
-            format_func=ALGORITHM_TITLES.get,
+            ALGORITHM_TITLES,
             key="sweep_base_algorithm",
             help="DP-SGD with sampled lots, full-batch noisy GD, or a non-private baseline.",
         )
@@ -39,17 +43,15 @@ def base_form() -> dict[str, Any]:
         if algorithm != "nonprivate":
             raw |= _privacy()
         if algorithm != "noisy_gd":
-            raw["lot_size"] = int(
-                st.number_input(
-                    "Lot size L",
-                    1,
-                    1_000_000,
-                    value=64,
-                    key="sweep_base_lot_size",
-                    help="Expected examples per step (a batch size when non-private).",
-                )
+            raw["lot_size"] = _whole(
+                "Lot size L",
+                1,
+                1_000_000,
+                value=64,
+                key="sweep_base_lot_size",
+                help="Expected examples per step (a batch size when non-private).",
             )
-        raw["epochs"] = st.number_input(
+        raw["epochs"] = _real(
             "Epochs",
             0.1,
             1000.0,
@@ -58,7 +60,7 @@ def base_form() -> dict[str, Any]:
             key="sweep_base_epochs",
             help="Passes over the data: more steps spend more ε.",
         )
-        raw["lr"] = st.number_input(
+        raw["lr"] = _real(
             "Learning rate",
             0.0001,
             1000.0,
@@ -68,30 +70,40 @@ def base_form() -> dict[str, Any]:
             key="sweep_base_lr",
             help="Step size of SGD.",
         )
-        raw["seed"] = int(
-            st.number_input(
-                "First seed",
-                0,
-                2**31 - 1,
-                value=0,
-                key="sweep_base_seed",
-                help="Seeds count up from this one for every grid point.",
-            )
+        raw["seed"] = _whole(
+            "First seed",
+            0,
+            2**31 - 1,
+            value=0,
+            key="sweep_base_seed",
+            help="Seeds count up from this one for every grid point.",
         )
     return raw
 
 
+def _whole(label: str, low: int, high: int, *, value: int, key: str, help: str) -> int:
+    """A whole number from `low` to `high` (a count or a seed)."""
+    return int(st.number_input(label, low, high, value=value, key=key, help=help))
+
+
+def _real(
+    label: str, low: float, high: float, *, value: float, step: float, key: str, help: str, format: str | None = None
+) -> float:
+    """A real number from `low` to `high`, changed by `step` with the + and - buttons."""
+    return float(st.number_input(label, low, high, value=value, step=step, format=format, key=key, help=help))
+
+
 def _privacy() -> dict[str, Any]:
-    by = st.radio(
+    by = titled_choice(
+        st.radio,
         "Set privacy by",
-        list(PRIVACY_BY),
-        format_func=PRIVACY_BY.get,
+        PRIVACY_BY,
         horizontal=True,
         key="sweep_base_privacy_by",
         help="Fix the ε to reach (σ is calibrated per run) or fix σ (ε follows); a swept one overrides.",
     )
     if by == "target_epsilon":
-        value = st.number_input(
+        value = _real(
             "Target ε",
             0.01,
             100.0,
@@ -102,7 +114,7 @@ def _privacy() -> dict[str, Any]:
             help="The privacy budget each run ends at.",
         )
     else:
-        value = st.number_input(
+        value = _real(
             "Noise multiplier σ",
             0.05,
             500.0,
@@ -120,7 +132,7 @@ def _privacy() -> dict[str, Any]:
         key="sweep_base_delta",
         help="Probability that the ε guarantee may fail; keep it well below 1/N.",
     )
-    clip = st.number_input(
+    clip = _real(
         "Clipping norm C",
         0.001,
         1000.0,
@@ -130,4 +142,4 @@ def _privacy() -> dict[str, Any]:
         key="sweep_base_clip_norm",
         help="Each example's gradient is scaled to L2 norm ≤ C.",
     )
-    return {by: float(value), "delta": delta, "clip_norm": float(clip)}
+    return {by: value, "delta": delta, "clip_norm": clip}

@@ -8,6 +8,7 @@ from typing import Any
 
 from app.train_presets import PCA_DIMS, TARGET_MODE
 from engine.training import DATASETS
+from engine.training.datasets import DatasetInfo
 from engine.training.models import cnn_supports
 from engine.training.spec import CLIPPING_MODES, Algorithm
 
@@ -25,18 +26,19 @@ def private(algorithm: str) -> bool:
     return Algorithm(algorithm).private
 
 
-def datasets_for(algorithm: str) -> list[str]:
-    """Registered datasets the algorithm can train on: noisy GD needs two classes."""
+def datasets_for(algorithm: str, infos: Mapping[str, DatasetInfo]) -> list[str]:
+    """The datasets of `infos` (registered ones and CSV uploads) the algorithm can train on: noisy GD needs two
+    classes."""
     if algorithm == Algorithm.NOISY_GD:
-        return [name for name, info in DATASETS.items() if info.n_classes == 2]
-    return list(DATASETS)
+        return [name for name, info in infos.items() if info.n_classes == 2]
+    return list(infos)
 
 
-def models_for(dataset: str, algorithm: str) -> list[str]:
+def models_for(info: DatasetInfo, algorithm: str) -> list[str]:
     """Models that fit: noisy GD trains logistic regression only; the CNN needs images of 28×28 or more."""
     if algorithm == Algorithm.NOISY_GD:
         return ["logreg"]
-    shape = DATASETS[dataset].image_shape
+    shape = info.image_shape
     return ["logreg", "mlp"] + (["cnn"] if shape is not None and cnn_supports(shape) else [])
 
 
@@ -44,22 +46,26 @@ def clipping_modes(algorithm: str) -> list[str]:
     return list(CLIPPING_MODES.get(Algorithm(algorithm), ()))
 
 
-def pca_dims_for(dataset: str) -> list[int]:
+def pca_dims_for(info: DatasetInfo) -> list[int]:
     """DP-PCA can keep at most the dataset's number of features."""
-    return [d for d in PCA_DIMS if d <= DATASETS[dataset].n_features]
+    return [d for d in PCA_DIMS if d <= info.n_features]
 
 
-def uses_pca(values: Mapping[str, Any]) -> bool:
-    return bool(values["use_pca"]) and values["model"] != "cnn" and bool(pca_dims_for(values["dataset"]))
+def uses_pca(values: Mapping[str, Any], info: DatasetInfo) -> bool:
+    return bool(values["use_pca"]) and values["model"] != "cnn" and bool(pca_dims_for(info))
 
 
-def raw_spec(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The raw spec the widget values describe (validated later, by the engine)."""
+def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema: Mapping | None = None) -> dict:
+    """The raw spec the widget values describe (validated later, by the engine). `info`: the chosen dataset's
+    facts (default: the registered dataset's); `schema`: a CSV upload's declared schema."""
     algorithm, model = values["algorithm"], values["model"]
+    info = info or DATASETS[values["dataset"]]
     raw: dict[str, Any] = {
         "dataset": values["dataset"], "model": model, "algorithm": algorithm, "epochs": values["epochs"],
         "lr": values["lr"], "seed": int(values["seed"]),
     }  # fmt: skip
+    if schema is not None:
+        raw["schema"] = dict(schema)
     if model == "mlp":
         raw["hidden"] = [int(values["hidden"])]
     if algorithm != Algorithm.NOISY_GD:  # noisy GD is full batch
@@ -69,7 +75,7 @@ def raw_spec(values: Mapping[str, Any]) -> dict[str, Any]:
     if values["lr_schedule"] == "linear":
         raw["lr_schedule"] = {"kind": "linear", "end_factor": float(values["lr_end_factor"]),
                               "epochs": float(values["lr_decay_epochs"])}  # fmt: skip
-    if uses_pca(values):
+    if uses_pca(values, info):
         raw["pca_dims"] = int(values["pca_dims"])
         if private(algorithm):
             raw["pca_noise"] = values["pca_noise"]

@@ -37,6 +37,7 @@ class NewRun:
     cache_key: str
     engine_version: str
     requeues: int = 0
+    plan: dict[str, Any] | None = None  # numbers planned at submission (the worker checks and replaces them)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,7 +130,7 @@ class Store:
         running = status is RunStatus.RUNNING
         db.execute(
             "INSERT INTO runs (id, cache_key, spec_json, engine_version, status, created_at, started_at,"
-            " heartbeat_at, worker, attempts, requeues_left) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " heartbeat_at, worker, attempts, requeues_left, plan_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id,
                 new.cache_key,
@@ -142,6 +143,7 @@ class Store:
                 worker,
                 int(running),
                 new.requeues,
+                json.dumps(new.plan) if new.plan is not None else None,
             ),
         )
         self._event(db, run_id, RunStatus.QUEUED, detail="submitted", at=now)
@@ -158,9 +160,10 @@ class Store:
         status: RunStatus = RunStatus.QUEUED,
         worker: str | None = None,
         requeues: int = 0,
+        plan: dict[str, Any] | None = None,
     ) -> str:
         """A new run, queued (or RUNNING for `worker`, when the caller trains it in the foreground)."""
-        new = NewRun(spec=spec, cache_key=cache_key, engine_version=engine_version, requeues=requeues)
+        new = NewRun(spec=spec, cache_key=cache_key, engine_version=engine_version, requeues=requeues, plan=plan)
         with self.transaction(immediate=True) as db:
             return self._insert_run(db, new, status=status, worker=worker)
 

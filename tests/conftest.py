@@ -10,6 +10,9 @@ if str(ROOT) not in sys.path:
 
 from cache import Store  # noqa: E402
 
+# Workers that tests start skip the warm-up (seconds each, on the test's clock); tests/test_warmup.py runs it.
+os.environ.setdefault("DPLAB_WARMUP", "0")
+
 
 @pytest.fixture(autouse=True)
 def _keep_main_module():

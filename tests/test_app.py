@@ -78,6 +78,13 @@ def test_train_page_shows_the_working_preset(home):
     assert float(shown["Noise multiplier σ"]) > 1.0
     assert not at.button(key="train").disabled
     assert form_spec(at) == fast_spec()
+    [planned] = [spec for spec in chart_specs(at) if spec["layout"]["title"]["text"].startswith("Planned ε")]
+    [curve] = planned["data"]
+    epsilons = np.frombuffer(base64.b64decode(curve["y"]["bdata"]), curve["y"]["dtype"]) if "bdata" in str(
+        curve["y"]) else np.asarray(curve["y"])  # fmt: skip
+    assert curve["x"][0] == 0 and curve["x"][-1] == 450  # the whole run, from its start
+    assert np.all(np.diff(epsilons) >= 0) and epsilons[-1] == pytest.approx(float(shown["ε after training (RDP)"]),
+                                                                            abs=5e-4)  # fmt: skip
 
 
 def test_every_widget_explains_itself_in_a_tooltip(home):
@@ -247,7 +254,7 @@ def test_train_launches_a_run_then_shows_it_live_with_diagnostics_and_baselines(
     accuracy = float(metrics(at)["Test accuracy"])
     assert accuracy == pytest.approx(store.get_run(private.id).result["test_accuracy"], abs=1e-3)
     titles = chart_titles(at)
-    assert titles[:2] == ["Accuracy", "Cumulative privacy loss ε by accountant"]
+    assert titles[:3] == ["Planned ε over the run (RDP)", "Accuracy", "Cumulative privacy loss ε by accountant"]
     assert "Private diagnostics — computed on private data, not released" in titles
     specs = {spec["layout"]["title"]["text"]: spec for spec in chart_specs(at)}
     diagnostics = {t["name"]: t for t in specs["Private diagnostics — computed on private data, not released"]["data"]}
@@ -264,7 +271,8 @@ def test_train_launches_a_run_then_shows_it_live_with_diagnostics_and_baselines(
 
     at.button(key=f"baseline-{private.id}").click().run()  # fit scikit-learn's baseline, only on request
     assert not at.exception, at.exception
-    annotations = [a["text"] for a in chart_specs(at)[0]["layout"]["annotations"]]
+    specs = {spec["layout"]["title"]["text"]: spec for spec in chart_specs(at)}
+    annotations = [a["text"] for a in specs["Accuracy"]["layout"]["annotations"]]
     assert len(annotations) == 2 and annotations[1].startswith("scikit-learn logistic regression: 0.9")
     assert not [b for b in at.button if b.key == f"baseline-{private.id}"]
 
@@ -274,7 +282,7 @@ def test_train_launches_a_run_then_shows_it_live_with_diagnostics_and_baselines(
 
     at.query_params["run"] = nonprivate.id  # the baseline's own panel: no ε, no private diagnostics
     at.run()
-    assert chart_titles(at) == ["Accuracy", "Training loss (private diagnostic)"]
+    assert chart_titles(at)[1:] == ["Accuracy", "Training loss (private diagnostic)"]  # after the form's planned ε
     assert metrics(at)["ε spent"] == "∞"
 
 

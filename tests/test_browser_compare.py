@@ -2,31 +2,24 @@
 headless Chromium, check that every chart draws both runs, download the table as CSV, and see no
 console error. Screenshot: test-artifacts/browser-compare.png.
 
-Needs the Playwright Python package and Debian's Chromium at /usr/bin/chromium (see tests/test_browser.py).
+Needs the Playwright Python package and Debian's Chromium at /usr/bin/chromium (see tests/browser_helpers.py).
 """
 
 import csv
 import io
-import os
-import sys
 import threading
-from collections.abc import Callable
-from contextlib import suppress
 from pathlib import Path
-from typing import NoReturn
 
-import pytest
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page
 
 from cache import Store
 from engine.jobs.sweep import submit_sweep
 from engine.jobs.worker import Worker
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _process, _tail, _wait_healthy
+from tests import browser_helpers as helpers
 from tests.test_sweep_compare_pages import TINY_SWEEP
 
 TIMEOUT_MS = 30_000
 TRAIN_TIMEOUT_S = 90
-SERVER_FLAGS = ["--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false"]
 CHART_TITLES = ["Test accuracy", "Cumulative ε spent", "Privacy–utility frontier of the selected runs"]
 # The visible Plotly charts: their title and the names of their traces (read from the chart's own `data`).
 CHARTS_JS = """
@@ -77,7 +70,7 @@ class BackgroundTraining(threading.Thread):
         except Exception as exc:  # reported by the test
             self.error = exc
 
-    def wait(self, store: Store, run_ids: list[str], fail: Callable[[str], NoReturn]) -> None:
+    def wait(self, store: Store, run_ids: list[str], fail: helpers.Fail) -> None:
         self.join(TRAIN_TIMEOUT_S)
         statuses = [store.get_run(run_id).status.value for run_id in run_ids]
         if self.is_alive() or self.error or statuses != ["finished"] * len(run_ids):
@@ -94,58 +87,35 @@ def _screenshot_whole_page(page: Page, path: Path) -> None:
 
 def test_compare_two_runs_in_browser(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    env = os.environ | {"DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    port = _free_port()
-    server_log = tmp_path / "server.log"
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "browser-compare-failure.png").unlink(missing_ok=True)
-
-    def fail(message: str) -> NoReturn:
-        pytest.fail(f"{message}\n\n--- server log ({server_log}) ---\n{_tail(server_log)}", pytrace=False)
-
-    server_cmd = [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port), *SERVER_FLAGS]
+    env, port, server_log = helpers.dashboard_env(home), helpers.free_port(), tmp_path / "server.log"
+    fail = helpers.failing_with_logs(server=server_log)
+    failure_png = helpers.fresh_artifact("browser-compare-failure.png")
+    errors = helpers.ConsoleErrors()
     store = Store(home / "runs.sqlite3")
     run_ids = list(submit_sweep(store, TINY_SWEEP).run_ids)
-    training = BackgroundTraining(store, len(run_ids))  # while the server and the browser start
-    with _process(server_cmd, env=env, log=server_log) as server:
-        training.start()
-        _wait_healthy(port, server, fail)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1500, "height": 1100}, accept_downloads=True)
-                errors: list[str] = []
-                page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-                page.on("pageerror", lambda exc: errors.append(f"page error: {exc}"))
-                try:
-                    # through the sidebar: a deep link makes Streamlit probe /compare/_stcore/ (404s in the console)
-                    page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded", timeout=60_000)
-                    training.wait(store, run_ids, fail)
-                    page.get_by_role("link", name="Compare").click(timeout=60_000)
-                    page.get_by_text("Compare runs").first.wait_for(timeout=TIMEOUT_MS)
-                    _select_runs(page, run_ids)
-                    page.wait_for_function(ALL_DRAWN_JS, arg=[CHART_TITLES, run_ids], timeout=TIMEOUT_MS, polling=200)
+    training = BackgroundTraining(store, len(run_ids))
+    training.start()  # while the server and the browser start
+    with helpers.healthy_dashboard(port, env=env, log=server_log, fail=fail), helpers.chromium() as browser:
+        page = errors.watch(browser.new_page(viewport={"width": 1500, "height": 1100}, accept_downloads=True))
+        try:
+            # through the sidebar: a deep link makes Streamlit probe /compare/_stcore/ (404s in the console)
+            page.goto(helpers.dashboard_url(port), wait_until="domcontentloaded", timeout=60_000)
+            training.wait(store, run_ids, fail)
+            page.get_by_role("link", name="Compare").click(timeout=60_000)
+            page.get_by_text("Compare runs").first.wait_for(timeout=TIMEOUT_MS)
+            _select_runs(page, run_ids)
+            page.wait_for_function(ALL_DRAWN_JS, arg=[CHART_TITLES, run_ids], timeout=TIMEOUT_MS, polling=200)
 
-                    with page.expect_download(timeout=TIMEOUT_MS) as download:
-                        page.get_by_role("button", name="Download the table (CSV)").click()
-                    assert download.value.suggested_filename == "dplab-runs.csv"
-                    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
-                    assert [row["run"] for row in rows] == run_ids
-                    assert {row["noise_multiplier"] for row in rows} == {"1.0", "2.0"}
-                    assert all(float(row["epsilon"]) > 0 and 0 < float(row["test_accuracy"]) <= 1 for row in rows)
+            with page.expect_download(timeout=TIMEOUT_MS) as download:
+                page.get_by_role("button", name="Download the table (CSV)").click()
+            assert download.value.suggested_filename == "dplab-runs.csv"
+            rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+            assert [row["run"] for row in rows] == run_ids
+            assert {row["noise_multiplier"] for row in rows} == {"1.0", "2.0"}
+            assert all(float(row["epsilon"]) > 0 and 0 < float(row["test_accuracy"]) <= 1 for row in rows)
 
-                    page.mouse.move(0, 0)  # no tooltip in the picture
-                    _screenshot_whole_page(page, ARTIFACTS / "browser-compare.png")
-                    assert not errors, f"console errors: {errors}"
-                except Exception as exc:
-                    charts = "unknown"
-                    with suppress(Exception):
-                        charts = page.evaluate(CHARTS_JS)
-                    with suppress(Exception):
-                        page.screenshot(path=ARTIFACTS / "browser-compare-failure.png", full_page=True)
-                    fail(
-                        f"{type(exc).__name__}: {exc}\n(page URL: {page.url}; visible charts: {charts}; "
-                        f"console errors: {errors})"
-                    )
-            finally:
-                browser.close()
+            page.mouse.move(0, 0)  # no tooltip in the picture
+            _screenshot_whole_page(page, helpers.ARTIFACTS / "browser-compare.png")
+            assert not errors, f"console errors: {errors}"
+        except Exception as exc:
+            fail(helpers.failure_report(exc, page, screenshot=failure_png, errors=errors, charts_js=CHARTS_JS))

@@ -5,16 +5,11 @@ Needs the Playwright Python package and Debian's Chromium at /usr/bin/chromium (
 Screenshots go to test-artifacts/ (git-ignored): browser-plan.png (light theme), browser-plan-dark.png.
 """
 
-import os
-import sys
-from contextlib import suppress
 from pathlib import Path
-from typing import NoReturn
 
-import pytest
-from playwright.sync_api import ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Page
 
-from tests.test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, _process, _tail, _wait_healthy
+from tests import browser_helpers as helpers
 
 TIMEOUT_MS = 60_000
 SIGMA_LABEL = "Noise multiplier σ"
@@ -25,11 +20,6 @@ CHART_DRAWN_JS = """
     .some(chart => (chart.querySelector('.gtitle') || {}).textContent?.includes('against epochs')
         && chart.querySelectorAll('g.scatterlayer path.js-line').length >= minLines)
 """
-# The script run is over and no element is stale (faded, left over from the previous run).
-IDLE_JS = """
-() => document.querySelector('[data-testid="stApp"]')?.getAttribute('data-test-script-state') === 'notRunning'
-    && !document.querySelector('[data-stale="true"]')
-"""
 
 
 def metric_value(page: Page, label: str) -> str:
@@ -39,70 +29,47 @@ def metric_value(page: Page, label: str) -> str:
 
 def wait_until_settled(page: Page) -> None:
     """Until the script run is over and the ε chart is drawn."""
-    page.wait_for_function(IDLE_JS, timeout=TIMEOUT_MS, polling=100)
+    page.wait_for_function(helpers.IDLE_JS, timeout=TIMEOUT_MS, polling=100)
     page.wait_for_function(CHART_DRAWN_JS, arg=4, timeout=TIMEOUT_MS, polling=100)
 
 
 def test_plan_page_follows_the_epsilon_slider_without_console_errors(tmp_path: Path) -> None:
-    env = os.environ | {"DPLAB_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    port, server_log = _free_port(), tmp_path / "server.log"
-    ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "browser-plan-failure.png").unlink(missing_ok=True)
+    env, port, server_log = helpers.dashboard_env(tmp_path / "home"), helpers.free_port(), tmp_path / "server.log"
+    fail = helpers.failing_with_logs(server=server_log)
+    failure_png = helpers.fresh_artifact("browser-plan-failure.png")
+    console_errors = helpers.ConsoleErrors()
+    with helpers.healthy_dashboard(port, env=env, log=server_log, fail=fail), helpers.chromium() as browser:
+        # Tall enough for the whole page: Streamlit scrolls inside its own container, not the document.
+        page = console_errors.watch(browser.new_page(viewport={"width": 1500, "height": 1900}, color_scheme="light"))
+        try:
+            page.goto(helpers.dashboard_url(port), wait_until="domcontentloaded", timeout=TIMEOUT_MS)
+            page.get_by_role("link", name="Plan").click(timeout=TIMEOUT_MS)
+            page.get_by_text("Plan a private training run").wait_for(timeout=TIMEOUT_MS)
+            wait_until_settled(page)
+            sigma_before = metric_value(page, SIGMA_LABEL)
+            assert page.get_by_text("target ε = 3", exact=True).count() == 1
 
-    def fail(message: str) -> NoReturn:
-        pytest.fail(f"{message}\n\n--- server log ({server_log}) ---\n{_tail(server_log)}", pytrace=False)
+            slider = page.get_by_role("slider", name="Target ε")
+            slider.focus()
+            page.keyboard.press("ArrowRight")  # 3.0 → 4.0 on the log-spaced scale
+            page.wait_for_function(
+                "([label, before]) => Array.from(document.querySelectorAll('[data-testid=\"stMetric\"]'))"
+                ".some(m => m.textContent.includes(label) && !m.textContent.includes(before))",
+                arg=[SIGMA_LABEL, sigma_before],
+                timeout=TIMEOUT_MS,
+                polling=100,
+            )
+            wait_until_settled(page)
+            sigma_after = metric_value(page, SIGMA_LABEL)
+            assert slider.get_attribute("aria-valuetext") == "4.0"
+            assert float(sigma_after) < float(sigma_before), (sigma_before, sigma_after)  # more ε, less noise
+            page.get_by_text("target ε = 4", exact=True).wait_for(timeout=TIMEOUT_MS)  # the chart followed
+            assert page.locator('[data-testid="stException"]').count() == 0
+            page.screenshot(path=helpers.ARTIFACTS / "browser-plan.png", full_page=True)
 
-    server_cmd = [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.address", "127.0.0.1",
-                  "--server.port", str(port), "--server.headless", "true",
-                  "--browser.gatherUsageStats", "false"]  # fmt: skip
-    console_errors: list[str] = []
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error":
-            console_errors.append(f"{message.text} ({message.location.get('url', '')})")
-
-    with _process(server_cmd, env=env, log=server_log) as server:
-        _wait_healthy(port, server, fail)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            try:
-                # Tall enough for the whole page: Streamlit scrolls inside its own container, not the document.
-                page = browser.new_page(viewport={"width": 1500, "height": 1900}, color_scheme="light")
-                page.on("console", on_console)
-                page.on("pageerror", lambda exc: console_errors.append(f"uncaught: {exc}"))
-                try:
-                    page.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
-                    page.get_by_role("link", name="Plan").click(timeout=TIMEOUT_MS)
-                    page.get_by_text("Plan a private training run").wait_for(timeout=TIMEOUT_MS)
-                    wait_until_settled(page)
-                    sigma_before = metric_value(page, SIGMA_LABEL)
-                    assert page.get_by_text("target ε = 3", exact=True).count() == 1
-
-                    slider = page.get_by_role("slider", name="Target ε")
-                    slider.focus()
-                    page.keyboard.press("ArrowRight")  # 3.0 → 4.0 on the log-spaced scale
-                    page.wait_for_function(
-                        "([label, before]) => Array.from(document.querySelectorAll('[data-testid=\"stMetric\"]'))"
-                        ".some(m => m.textContent.includes(label) && !m.textContent.includes(before))",
-                        arg=[SIGMA_LABEL, sigma_before],
-                        timeout=TIMEOUT_MS,
-                        polling=100,
-                    )
-                    wait_until_settled(page)
-                    sigma_after = metric_value(page, SIGMA_LABEL)
-                    assert slider.get_attribute("aria-valuetext") == "4.0"
-                    assert float(sigma_after) < float(sigma_before), (sigma_before, sigma_after)  # more ε, less noise
-                    page.get_by_text("target ε = 4", exact=True).wait_for(timeout=TIMEOUT_MS)  # the chart followed
-                    assert page.locator('[data-testid="stException"]').count() == 0
-                    page.screenshot(path=ARTIFACTS / "browser-plan.png", full_page=True)
-
-                    page.emulate_media(color_scheme="dark")  # Streamlit follows the system theme by default
-                    page.wait_for_timeout(500)
-                    page.screenshot(path=ARTIFACTS / "browser-plan-dark.png", full_page=True)
-                except Exception as exc:
-                    with suppress(Exception):
-                        page.screenshot(path=ARTIFACTS / "browser-plan-failure.png", full_page=True)
-                    fail(f"{type(exc).__name__}: {exc}\n(page URL: {page.url}; console errors: {console_errors})")
-            finally:
-                browser.close()
+            page.emulate_media(color_scheme="dark")  # Streamlit follows the system theme by default
+            page.wait_for_timeout(500)
+            page.screenshot(path=helpers.ARTIFACTS / "browser-plan-dark.png", full_page=True)
+        except Exception as exc:
+            fail(helpers.failure_report(exc, page, screenshot=failure_png, errors=console_errors))
     assert not console_errors, console_errors

@@ -137,6 +137,32 @@ def test_a_csv_goes_from_upload_through_its_schema_to_a_saved_dataset(home, stor
     assert len(services.uploaded_datasets()) == 2 and len(saved_files(home)) == 3
 
 
+def test_a_saved_upload_is_offered_on_the_train_page_and_trains_with_its_schema(home, store):
+    schema = {"target": "label", "classes": ["no", "yes"], "numeric": {"age": [17, 100], "income": [0, 250_000]},
+              "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
+    saved = data_upload.save_upload(home, file_name="people.csv", data=synthetic_csv(), raw_schema=schema,
+                                    label="People (synthetic)")  # fmt: skip
+    at = open_page("views/train.py")
+    options = at.selectbox(key="train_dataset").options
+    assert "People (synthetic) (your upload)" in options
+    at.selectbox(key="train_dataset").set_value(saved.dataset).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="train_model").options == ["Logistic regression", "MLP (one ReLU hidden layer)"]
+    at.select_slider(key="train_delta").set_value(1e-4).run()  # δ below 1/N = 1/150
+    at.select_slider(key="train_lot_size").set_value(32).run()
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["Sampling rate q"] == f"{32 / 150:.4f}"  # q = L/N on the upload's training split
+    at.selectbox(key="train_algorithm").set_value("noisy_gd").run()  # two classes: noisy GD may train on it
+    assert at.selectbox(key="train_dataset").value == saved.dataset
+    at.selectbox(key="train_algorithm").set_value("dpsgd").run()
+    at.button(key="train").click().run()
+    assert not at.exception, at.exception
+    [run] = store.list_runs()
+    assert run.spec["dataset"] == saved.dataset and run.spec["schema"]["target"] == "label"
+    Worker(store, data_dirs=[]).run_forever(exit_when_idle=True)
+    assert store.get_run(run.id).status is RunStatus.FINISHED, store.get_run(run.id).error
+
+
 MALFORMED = {
     "empty": (b"", "the file is empty"),
     "not UTF-8": (b"age,label\n30,yes\n40,\xff\xfeno\n", "line 3 is not valid UTF-8"),

@@ -108,3 +108,18 @@ def test_epsilon_grows_with_steps_and_shrinks_with_noise():
     assert eps(1.0, 100) < eps(1.0, 1000)
     assert eps(2.0, 1000) < eps(1.0, 1000)
     assert math.isfinite(eps(0.5, 10_000))
+
+
+def test_a_bound_with_no_finite_value_reads_as_infinity_in_the_statement():
+    """The composition theorems overflow to the largest float on long runs; people must read ∞, not 1.8e+308."""
+    from engine.privacy import EpsilonCurve, Panel, epsilon_text, privacy_statement, single_phase
+
+    ledger = single_phase(dpsgd_step_event(sampling_rate=0.01, noise_multiplier=1.0), 10)
+    curves = {
+        name: EpsilonCurve(accountant=name, delta=1e-5, steps=np.array([10]), epsilons=np.array([value]))
+        for name, value in [("rdp", 0.5), ("naive", np.finfo(float).max), ("advanced", math.inf)]
+    }
+    lines = privacy_statement(ledger=ledger, panel=Panel(delta=1e-5, curves=curves, not_applicable={}),
+                              dataset_size=1000, lot_size=10).lines  # fmt: skip
+    assert "(kε, kδ) ∞, Advanced composition ∞" in lines[0] and "e+308" not in lines[0] and "inf" not in lines[0]
+    assert [epsilon_text(v) for v in (0.5, 1e300, math.inf, math.nan)] == ["0.5", "∞", "∞", "∞"]

@@ -3,6 +3,8 @@ cancel buttons), every run filtered by status, one run opened with its status hi
 and moving finished runs between stores (export to a zip, import from one)."""
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -21,6 +23,12 @@ def _when(seconds: float | None) -> str:
 
 def _label(run: RunRecord) -> str:
     return f"{run.id} · {run.status.value} · {run.spec.get('dataset', '?')}/{run.spec.get('model', '?')}"
+
+
+def _pick_runs(widget: Callable[..., Any], label: str, runs: list[RunRecord], *, key: str, help: str) -> Any:
+    """`widget` (a selectbox or a multiselect) over the ids of `runs`, each shown by its label."""
+    labels = {r.id: _label(r) for r in runs}
+    return widget(label, list(labels), format_func=labels.get, key=key, help=help)
 
 
 def workers() -> None:
@@ -138,11 +146,10 @@ def runs_table() -> list[RunRecord]:
 
 def opened_run(runs: list[RunRecord]) -> None:
     """A run's charts and error (the run panel), then its status history."""
-    labels = {r.id: _label(r) for r in runs}
-    chosen = st.selectbox(
+    chosen = _pick_runs(
+        st.selectbox,
         "Open a run",
-        list(labels),
-        format_func=labels.get,
+        runs,
         key="open_run",
         help="Show this run's progress, charts, error and status history.",
     )
@@ -167,11 +174,10 @@ def opened_run(runs: list[RunRecord]) -> None:
 def export_runs() -> None:
     finished = services.runs_with_status(TERMINAL, limit=1000)
     st.markdown("**Export**: finished, failed and cancelled runs, as a zip another store can import.")
-    labels = {r.id: _label(r) for r in finished}
-    chosen = st.multiselect(
+    chosen = _pick_runs(
+        st.multiselect,
         "Runs to export",
-        list(labels),
-        format_func=labels.get,
+        finished,
         key="runs_export_ids",
         help="The runs to put in the archive (queued and running runs cannot travel).",
     )

@@ -53,10 +53,10 @@ shown = left.selectbox(
     key="sweep_shown",
     help="Any sweep in the store, newest first (also those launched from the command line).",
 )
-spread = right.radio(
+spread = sweep_base.titled_choice(
+    right.radio,
     "Spread over seeds",
-    list(SPREADS),
-    format_func=SPREADS.get,
+    SPREADS,
     key="sweep_spread",
     horizontal=True,
     help="What the error bars of each grid point show: the lowest to highest accuracy, or one standard deviation.",

@@ -7,13 +7,12 @@ import streamlit as st
 from app import run_panel, services, spec_form, train_spec
 from engine.training import SpecError
 
-st.title("Train a differentially private model")
-
 raw_spec = spec_form.spec_form()
+st.title("Train a differentially private model" if raw_spec.get("delta") else "Train a non-private baseline")
 st.caption(train_spec.algorithm_caption(raw_spec["algorithm"]))
 spec_form.dataset_note(raw_spec["dataset"])
 preview = services.preview_plan(json.dumps(raw_spec, sort_keys=True))
-spec_form.plan_summary(preview)
+spec_form.plan_summary(preview, target_epsilon=raw_spec.get("target_epsilon"))
 
 if st.button(
     "Train",

@@ -9,7 +9,7 @@ import time
 
 from cache import RunStatus, Store
 from engine.cli.common import CliError, emit, read_json_file
-from engine.jobs import settings
+from engine.jobs import settings, warmup
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import answer_from_store, new_run, submit
 from engine.jobs.recording import RunRecorder
@@ -104,6 +104,11 @@ def cmd_worker(args: argparse.Namespace, store: Store) -> None:
         dispatcher.run(poll_s=args.poll, exit_when_idle=args.once)
         return
     if args.pool_child is not None or args.once:
+        if (nice := settings.worker_nice()) and hasattr(os, "nice"):
+            os.nice(nice)  # a worker yields the CPU to the dashboard on a shared machine
+        if settings.warm_up():  # before registering: a registered worker is one ready to train at full speed
+            took = warmup.warm_up()
+            logging.getLogger("dplab.worker").info("warm-up %s", f"took {took:.1f} s" if took else "failed")
         worker = Worker(store, parent_pid=args.pool_child)
         logging.getLogger("dplab.worker").info("started as %s on store %s", worker.name, store.path)
         worker.run_forever(poll_s=args.poll, exit_when_idle=args.once)

@@ -40,10 +40,14 @@ def new_run(spec: RunSpec, options: JobOptions) -> NewRun:
                   requeues=options.requeues)  # fmt: skip
 
 
-def submit(store: Store, spec: RunSpec, *, force: bool = False, options: JobOptions | None = None) -> Submission:
+def submit(store: Store, spec: RunSpec, *, force: bool = False, options: JobOptions | None = None,
+           planned_noise_multiplier: float | None = None) -> Submission:  # fmt: skip
+    """Queue `spec` (or answer from the cache). `planned_noise_multiplier`: the σ the submitter already
+    calibrated for it; the worker checks it with its own accountant instead of searching again."""
     run = new_run(spec, options or JobOptions())
     if not force and (answer := answer_from_store(store, run.cache_key)) is not None:
         return answer
+    plan = {"noise_multiplier": planned_noise_multiplier} if planned_noise_multiplier is not None else None
     run_id = store.create_run(spec=run.spec, cache_key=run.cache_key, engine_version=run.engine_version,
-                              requeues=run.requeues)  # fmt: skip
+                              requeues=run.requeues, plan=plan)  # fmt: skip
     return Submission(run_id=run_id, cached=False, existing=False)

@@ -23,7 +23,7 @@ class MetricBatcher:
     def __init__(self, sink: Callable[[MetricRows], None], *, every_s: float = FLUSH_EVERY_S):
         self.sink, self.every_s = sink, every_s
         self.pending: MetricRows = []
-        self.last_flush = time.monotonic()
+        self.last_flush = -float("inf")  # the first record goes out at once: the dashboard's first point
 
     def __call__(self, record: StepRecord) -> None:
         self.pending.append((record.step, record.metrics()))

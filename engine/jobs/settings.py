@@ -3,6 +3,9 @@
 - `DPLAB_WORKERS`: local worker processes (default: one per GPU, else 1);
 - `DPLAB_HEARTBEAT_S`: seconds between a worker's heartbeats (default 2);
 - `DPLAB_STALE_AFTER_S`: a running run whose heartbeat is older than this is "worker lost" (default 30);
+- `DPLAB_WORKER_NICE`: how much lower a worker's CPU priority is than the dashboard's (default 10, 0 to 19), so
+  the dashboard stays responsive while runs train on the same machine;
+- `DPLAB_WARMUP`: `0` makes a worker skip its warm-up (engine/jobs/warmup.py) before taking runs;
 - `DPLAB_DATA_DIR`: where datasets are read from before the data home's download folder.
 """
 
@@ -36,6 +39,14 @@ def heartbeat_s() -> float:
 def stale_after_s() -> float:
     """Never less than three heartbeats, so a busy but live worker is not written off."""
     return max(_number("DPLAB_STALE_AFTER_S", 30.0, low=0.1, high=86_400.0), 3 * heartbeat_s())
+
+
+def worker_nice() -> int:
+    return int(_number("DPLAB_WORKER_NICE", 10, low=0, high=19))
+
+
+def warm_up() -> bool:
+    return os.environ.get("DPLAB_WARMUP", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 def gpu_count() -> int:

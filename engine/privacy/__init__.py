@@ -10,6 +10,7 @@ enforces it).
 """
 
 from engine.privacy.accountants import ACCOUNTANTS, EpsilonCurve, Panel, accountant, panel
+from engine.privacy.accountants.curve import UNBOUNDED_EPSILON, epsilon_text, is_unbounded
 from engine.privacy.accountants.rdp import DEFAULT_ORDERS
 from engine.privacy.accountants.rdp import curve as rdp_curve
 from engine.privacy.accountants.rdp import epsilon as rdp_epsilon
@@ -43,10 +44,11 @@ def rdp_epsilon_curve(step_event, *, steps: int, delta: float) -> EpsilonCurve:
 
 
 __all__ = [
-    "ACCOUNTANTS", "DEFAULT_ORDERS", "SIGMA_MAX", "SIGMA_MIN", "EpsilonCurve", "NoTightAnalysisError",
-    "NotApplicableError", "Panel", "PrivacyError", "PrivacyLedger", "PrivacyStatement", "PureDpEvent", "Release",
-    "Sampling", "UnreachableTargetError", "accountant", "calibrate_noise_multiplier", "calibrate_sigma",
-    "dp_pca_event", "dpsgd_event", "dpsgd_step_event", "exponential_mechanism_event", "final_epsilon",
-    "gaussian_event", "laplace_event", "max_steps", "noisy_gd_events", "panel", "privacy_statement", "rdp_curve",
-    "rdp_epsilon", "rdp_epsilon_curve", "schedule", "single_phase",
+    "ACCOUNTANTS", "DEFAULT_ORDERS", "SIGMA_MAX", "SIGMA_MIN", "UNBOUNDED_EPSILON", "EpsilonCurve",
+    "NoTightAnalysisError", "NotApplicableError", "Panel", "PrivacyError", "PrivacyLedger", "PrivacyStatement",
+    "PureDpEvent", "Release", "Sampling", "UnreachableTargetError", "accountant", "calibrate_noise_multiplier",
+    "calibrate_sigma", "dp_pca_event", "dpsgd_event", "dpsgd_step_event", "epsilon_text",
+    "exponential_mechanism_event", "final_epsilon", "gaussian_event", "is_unbounded", "laplace_event", "max_steps",
+    "noisy_gd_events", "panel", "privacy_statement", "rdp_curve", "rdp_epsilon", "rdp_epsilon_curve", "schedule",
+    "single_phase",
 ]  # fmt: skip

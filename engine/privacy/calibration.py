@@ -24,6 +24,7 @@ from engine.privacy.ledger import PrivacyLedger, single_phase
 SIGMA_MIN = 0.05
 SIGMA_MAX = 500.0
 MAX_STEPS = 10_000_000
+HINT_SLACK = 0.01  # a σ hint is taken when it spends at least 99% of the target ε, and never more than all of it
 
 
 def final_epsilon(ledger: PrivacyLedger, *, delta: float, accountant_name: str = "rdp") -> float:
@@ -45,14 +46,23 @@ def calibrate_sigma(
     delta: float,
     accountant_name: str = "rdp",
     tolerance: float = 1e-4,
+    hint: float | None = None,
 ) -> float:
-    """The smallest σ in [SIGMA_MIN, SIGMA_MAX] (to a relative `tolerance`) with ε(δ) ≤ target_epsilon."""
+    """The smallest σ in [SIGMA_MIN, SIGMA_MAX] (to a relative `tolerance`) with ε(δ) ≤ target_epsilon.
+
+    `hint`: a σ calibrated elsewhere for the same ledger (the dashboard plans a run before a worker trains
+    it). It is checked, never trusted: it is returned only if this accountant finds ε(hint) ≤ target and
+    ε(hint) ≥ (1 − HINT_SLACK) · target (not needlessly noisy); otherwise σ is calibrated here."""
     _check_target(target_epsilon, delta)
     accountant(accountant_name)  # a named error for an unknown accountant
 
     @cache  # the bracket checks revisit σ values; a PLD evaluation costs ~0.1–1 s
     def eps(sigma: float) -> float:
         return final_epsilon(make_ledger(sigma), delta=delta, accountant_name=accountant_name)
+
+    confirmed = hint is not None and SIGMA_MIN <= hint <= SIGMA_MAX
+    if confirmed and (1 - HINT_SLACK) * target_epsilon <= eps(hint) <= target_epsilon:
+        return float(hint)
 
     low, high = SIGMA_MIN, SIGMA_MAX
     if accountant_name != "rdp":

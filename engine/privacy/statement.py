@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from dp_accounting import NeighboringRelation
 
 from engine.privacy.accountants import ACCOUNTANTS, Panel
+from engine.privacy.accountants.curve import epsilon_text
 from engine.privacy.events import Sampling
 from engine.privacy.ledger import PrivacyLedger
 
@@ -43,7 +44,9 @@ def privacy_statement(
     name, epsilon = panel.tightest()
     delta = panel.delta
     others = ", ".join(
-        f"{ACCOUNTANTS[n].title} {e:.3g}" for n, e in sorted(panel.final().items(), key=lambda i: i[1]) if n != name
+        f"{ACCOUNTANTS[n].title} {epsilon_text(e)}"
+        for n, e in sorted(panel.final().items(), key=lambda i: i[1])
+        if n != name
     )
     lines = [
         f"Trained with ({epsilon:.3g}, {delta:.3g})-differential privacy, by the {ACCOUNTANTS[name].title} accountant "

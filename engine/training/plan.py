@@ -140,9 +140,10 @@ def steps_for(*, epochs: float, n_train: int, lot_size: int) -> int:
     return max(1, math.ceil(epochs * n_train / lot_size - 1e-9))
 
 
-def plan_run(spec: RunSpec, *, n_train: int) -> TrainingPlan:
+def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) -> TrainingPlan:
     """The plan of a spec; with a target ε, σ is the smallest meeting it by the RDP accountant for the
-    whole ledger (up-front releases included)."""
+    whole ledger (up-front releases included). `sigma_hint`, a σ planned earlier for this spec, saves the
+    search when the accountant confirms it (see `calibrate_sigma`)."""
     algorithm = Algorithm(spec.algorithm)
     lot_size = n_train if algorithm is Algorithm.NOISY_GD else spec.lot_size
     steps = steps_for(epochs=spec.epochs, n_train=n_train, lot_size=lot_size)
@@ -167,14 +168,14 @@ def plan_run(spec: RunSpec, *, n_train: int) -> TrainingPlan:
     if spec.noise_multiplier is not None:
         return base
     sigma = calibrate_sigma(
-        lambda s: _with_sigma(base, s).ledger(), target_epsilon=spec.target_epsilon, delta=spec.delta
+        lambda s: _with_sigma(base, s).ledger(), target_epsilon=spec.target_epsilon, delta=spec.delta, hint=sigma_hint
     )
     return _with_sigma(base, sigma)
 
 
-def plan_spec(spec: RunSpec) -> TrainingPlan:
+def plan_spec(spec: RunSpec, *, sigma_hint: float | None = None) -> TrainingPlan:
     """The plan of a spec on its dataset's public size (no data is read)."""
-    return plan_run(spec, n_train=spec_dataset_info(spec).n_train)
+    return plan_run(spec, n_train=spec_dataset_info(spec).n_train, sigma_hint=sigma_hint)
 
 
 def _with_sigma(plan: TrainingPlan, sigma: float) -> TrainingPlan:

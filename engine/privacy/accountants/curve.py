@@ -1,8 +1,22 @@
 """The common result of every accountant: ε(δ) after each queried number of steps."""
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+# A composition bound with no finite value is stored as the largest float (JSON and SQLite have no ∞);
+# anything this large means "no finite bound".
+UNBOUNDED_EPSILON = 1e300
+
+
+def is_unbounded(epsilon: float) -> bool:
+    return not math.isfinite(epsilon) or epsilon >= UNBOUNDED_EPSILON
+
+
+def epsilon_text(epsilon: float, spec: str = ".3g") -> str:
+    """ε as people read it: ∞ where there is no finite bound."""
+    return "∞" if is_unbounded(epsilon) else format(epsilon, spec)
 
 
 @dataclass(frozen=True, kw_only=True)
