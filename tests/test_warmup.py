@@ -8,6 +8,8 @@ import sys
 
 from cache import RunStatus
 from engine.jobs import settings
+from engine.jobs.queue import submit
+from engine.training import parse_spec
 from tests.conftest import ROOT, fast_spec
 
 PROBE = """
@@ -28,10 +30,7 @@ def test_warm_up_loads_the_lazy_modules_in_a_fresh_process():
 
 
 def test_a_worker_warms_up_before_registering_and_records_nothing(home, store):
-    run_id = subprocess.run([sys.executable, "-m", "engine", "submit", "-", "--json"], cwd=ROOT, text=True,
-                            input=json.dumps(fast_spec(epochs=1)), capture_output=True, check=True,
-                            env={**os.environ, "DPLAB_HOME": str(home)})  # fmt: skip
-    submitted = json.loads(run_id.stdout)["id"]
+    submitted = submit(store, parse_spec(fast_spec(epochs=1))).run_id
     worker = subprocess.run([sys.executable, "-m", "engine", "worker", "--once"], cwd=ROOT, text=True,
                             capture_output=True, timeout=300,
                             env={**os.environ, "DPLAB_HOME": str(home), "DPLAB_WARMUP": "1"})  # fmt: skip
