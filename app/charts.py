@@ -505,3 +505,21 @@ def private_diagnostics_figure(
                 "tickvals": [0, 0.25, 0.5, 0.75, 1], "tickformat": ".0%", "showgrid": False},
     )  # fmt: skip
     return fig
+
+
+def regret_figure(frame: pd.DataFrame, *, color: str, total_steps: int | None = None) -> go.Figure:
+    """Online learners: regret against rounds, the theorem's bound on its expectation, and non-private RWM on the
+    same stream (computed on private data, as the regret itself: not released)."""
+    fig = _base("Regret against rounds (private diagnostic)", "regret", total_steps)
+    fig.update_xaxes(title_text="round")
+    styles = {"regret": ("private RWM", {"color": color, "width": 2}),
+              "regret_bound": ("bound on its expectation (Dwork & Roth Thms 11.1, 11.3)",
+                               {"color": LIMIT_COLOR, "width": 1.5, "dash": "dash"}),
+              "regret_nonprivate": ("non-private RWM",
+                                    {"color": REFERENCE_COLOR, "width": 1.5, "dash": "dot"})}  # fmt: skip
+    for column, (name, line) in styles.items():
+        data = _series(frame, column)
+        fig.add_trace(go.Scatter(x=data["step"], y=data[column], mode="lines", name=name, line=line))
+    fig.update_layout(showlegend=True, legend=BOTTOM_LEGEND)
+    fig.update_yaxes(rangemode="tozero")
+    return fig

@@ -94,8 +94,11 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
         figures["eps"] = charts.epsilon_figure(
             frame, total_steps=total, target_epsilon=spec.get("target_epsilon"), color=color
         )
-    figures["loss"] = charts.loss_figure(frame, total_steps=total, color=color)
-    if spec.get("delta") and spec.get("clipping") != "input":  # input clipping computes no per-example gradient
+    if "regret" in frame:
+        figures["regret"] = charts.regret_figure(frame, color=color, total_steps=total)
+    elif "train_loss" in frame or spec.get("algorithm") not in LEARNERS:
+        figures["loss"] = charts.loss_figure(frame, total_steps=total, color=color)
+    if spec.get("algorithm") in PER_EXAMPLE_GRADIENTS and spec.get("clipping") != "input":  # no per-example gradient
         constant_c = spec.get("clip_schedule", {"kind": "constant"}).get("kind") == "constant"
         figures["diag"] = charts.private_diagnostics_figure(
             frame, color=color, total_steps=total, clip_norm=spec["clip_norm"] if constant_c else None
@@ -108,15 +111,26 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
     train_baseline.offer(run, references)
 
 
-ALGORITHM_TITLES = {"dpsgd": "DP-SGD", "noisy_gd": "noisy GD", "nonprivate": "non-private"}
+ALGORITHM_TITLES = {"dpsgd": "DP-SGD", "noisy_gd": "noisy GD", "nonprivate": "non-private",
+                    "aniso_dpsgd": "anisotropic DP-SGD", "expmech_stumps": "exponential mechanism",
+                    "sq_laplace": "SQ via Laplace", "rwm_online": "private RWM",
+                    "rwm_linear": "private linear learner"}  # fmt: skip
+LEARNERS = ("expmech_stumps", "sq_laplace", "rwm_online", "rwm_linear")
+PER_EXAMPLE_GRADIENTS = ("dpsgd", "aniso_dpsgd", "noisy_gd")  # the algorithms whose clipping diagnostics exist
 
 
 def spec_caption(spec: dict) -> str:
-    parts = [spec["dataset"].split("/")[-1], spec["model"], ALGORITHM_TITLES.get(spec["algorithm"], spec["algorithm"])]
+    parts = [spec["dataset"].split("/")[-1], spec.get("model", "?"),
+             ALGORITHM_TITLES.get(spec["algorithm"], spec["algorithm"])]  # fmt: skip
     if "clip_norm" in spec:
         parts.append(f"C={spec['clip_norm']:g}")
-    parts.append(f"lot {spec['lot_size']}" if "lot_size" in spec else "full batch")
-    parts += [f"{spec['epochs']:g} epochs", f"lr {spec['lr']:g}", f"seed {spec['seed']}"]
+    if spec.get("algorithm") in LEARNERS:
+        parts += [f"{key} {spec[key]:g}" for key in ("target_epsilon", "thresholds", "rounds", "epochs", "lr")
+                  if key in spec]  # fmt: skip
+    else:
+        parts.append(f"lot {spec['lot_size']}" if "lot_size" in spec else "full batch")
+        parts += [f"{spec['epochs']:g} epochs", f"lr {spec['lr']:g}"]
+    parts.append(f"seed {spec['seed']}")
     return " · ".join(parts)
 
 
@@ -203,7 +217,12 @@ def _headline(run: RunRecord, frame) -> None:
         help=f"ε at δ={run.spec['delta']:g} for the steps taken so far: while training, by the RDP accountant "
         "(every step); when done, the tightest valid bound of all accountants. Every value shown is an upper bound.",
     )
-    cols[2].metric("Noise multiplier σ", f"{plan['noise_multiplier']:.3f}" if plan.get("noise_multiplier") else "–")
+    if plan.get("eta") is not None:
+        cols[2].metric("Learning rate η", f"{plan['eta']:.4g}", help="η = ε/√(32 T ln(1/δ)): each round is 2η-DP.")
+    elif plan.get("query_epsilon") is not None:
+        cols[2].metric("ε per query", f"{plan['query_epsilon']:.3g}", help="Laplace scale 1/ε_q on each Σφ.")
+    else:
+        cols[2].metric("Noise multiplier σ", f"{plan['noise_multiplier']:.3f}" if plan.get("noise_multiplier") else "–")
     cols[3].metric(
         "Sampling rate q",
         f"{plan['sampling_rate']:.4f}" if plan.get("sampling_rate") else "–",

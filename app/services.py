@@ -60,6 +60,7 @@ class PlanPreview:
     best_order: float = 0.0
     n_train: int = 0
     private: bool = True
+    learner_parameters: tuple[tuple[str, float], ...] = ()  # a textbook learner's mechanism parameters
     curve_steps: tuple[int, ...] = ()  # ε (RDP) after each of these steps: the planned curve
     curve_epsilons: tuple[float, ...] = ()
 
@@ -82,7 +83,8 @@ def preview_plan(spec_json: str) -> PlanPreview:
     return PlanPreview(
         steps=plan.steps,
         sampling_rate=plan.sampling_rate,
-        noise_multiplier=plan.noise_multiplier,
+        noise_multiplier=plan.noise_multiplier or 0.0,
+        learner_parameters=plan.learner_parameters,
         epsilon=eps,
         best_order=order,
         n_train=plan.n_train,
@@ -94,7 +96,7 @@ def preview_plan(spec_json: str) -> PlanPreview:
 def submit_spec(raw: dict) -> Submission:
     """Queue a spec with the σ its preview calibrated (the worker confirms it instead of searching again)."""
     preview = preview_plan(json.dumps(raw, sort_keys=True))
-    planned = preview.noise_multiplier if preview.error is None and preview.private else None
+    planned = (preview.noise_multiplier or None) if preview.error is None and preview.private else None
     return submit(get_store(), parse_spec(raw), planned_noise_multiplier=planned)
 
 

@@ -8,6 +8,8 @@ import streamlit as st
 
 from app import charts, services, train_spec
 from app.train_presets import (
+    ANISO_MAX_RATIOS,
+    ANISO_SMOOTHINGS,
     CLIP_NORMS,
     COUNT_EPSILONS,
     DEFAULT_PRESET,
@@ -22,14 +24,22 @@ from app.train_presets import (
     OPTIMIZERS,
     PCA_NOISES,
     PRESETS,
+    ROUNDS,
     SIGMA_MODE,
     SIGMAS,
     TARGET_MODE,
+    THRESHOLDS,
     form_values,
 )
 from engine.training import DATASETS
 
 __all__ = ["EPSILONS", "dataset_note", "plan_summary", "spec_form"]
+LEARNER_PARAMETERS = {  # a textbook learner's mechanism parameter, shown where DP-SGD shows σ
+    "expmech_epsilon": ("ε of the exponential mechanism", "The whole budget goes to one draw ∝ exp(ε·score/2)."),
+    "query_epsilon": ("ε per statistical query", "ε/(T·d): T iterations of d queries, by pure composition; the "
+                      "Laplace scale is its inverse."),
+    "eta": ("Learning rate η", "η = ε/√(32 T ln(1/δ)) (Dwork & Roth Thm 11.2): each round is 2η-DP."),
+}  # fmt: skip
 OPTIMIZER_TITLES = {"sgd": "SGD", "momentum": "SGD with momentum 0.9", "adam": "Adam"}
 PREFIX = "train_"  # session-state keys of this form: the pages share one session state
 
@@ -92,13 +102,17 @@ def spec_form() -> dict[str, Any]:
     with st.sidebar:
         preset_picker()
         algorithm_picker()
-        data_and_model()
-        if train_spec.private(_value("algorithm")):
-            privacy()
+        if train_spec.learner(_value("algorithm")):
+            dataset_picker()
+            learner_fields()
         else:
-            st.caption("No clipping and no noise: ε = ∞. Its accuracy is the reference the private runs pay for.")
-        training()
-        advanced()
+            data_and_model()
+            if train_spec.private(_value("algorithm")):
+                privacy()
+            else:
+                st.caption("No clipping and no noise: ε = ∞. Its accuracy is the reference the private runs pay for.")
+            training()
+            advanced()
     chosen = _chosen_dataset()
     return train_spec.raw_spec({name: _value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
 
@@ -125,9 +139,8 @@ def algorithm_picker() -> None:
     )
 
 
-def data_and_model() -> None:
+def dataset_picker() -> None:
     algorithm = _value("algorithm")
-    st.markdown("**Data and model**")
     available = services.training_datasets()
     datasets = train_spec.datasets_for(algorithm, {name: found.info for name, found in available.items()})
     _coerce("dataset", datasets)
@@ -140,6 +153,12 @@ def data_and_model() -> None:
         help="The private training data: a larger N gives more accuracy for the same ε. Digits is built in; "
         "CSV files saved on the Data page are listed too.",
     )
+
+
+def data_and_model() -> None:
+    algorithm = _value("algorithm")
+    st.markdown("**Data and model**")
+    dataset_picker()
     models = train_spec.models_for(_chosen_dataset().info, algorithm)
     _choice(st.selectbox, "Model", "model", models, train_spec.MODEL_TITLES,
             "Bigger models can fit better, but the same noise is spread over more parameters.")  # fmt: skip
@@ -205,7 +224,7 @@ def privacy() -> None:
         help="Probability that the ε guarantee may fail: keep it well below 1/N; a smaller δ costs a little ε.",
     )
     _slider(
-        "Clipping norm C" if algorithm == "dpsgd" else "Clipping bound b",
+        "Clipping bound b" if algorithm == "noisy_gd" else "Clipping norm C",
         CLIP_NORMS,
         "clip_norm",
         help="Each example's gradient is scaled to L2 norm ≤ C, bounding one person's influence: a small C "
@@ -224,7 +243,7 @@ def training() -> None:
     st.markdown("**Training**")
     if _value("algorithm") != "noisy_gd":
         _slider(
-            "Lot size L" if _value("algorithm") == "dpsgd" else "Batch size",
+            "Lot size L" if _value("algorithm") in ("dpsgd", "aniso_dpsgd") else "Batch size",
             LOT_SIZES,
             "lot_size",
             help="Expected examples per step (each joins with probability L/N): larger lots average out the "
@@ -276,6 +295,31 @@ def training() -> None:
     )
 
 
+def learner_fields() -> None:
+    """A textbook learner: its budget (target ε, δ) and its own few fields; no model, lots, clipping or σ."""
+    algorithm = _value("algorithm")
+    st.markdown("**Privacy**")
+    _slider("Target ε", EPSILONS, "target_epsilon",
+            help="The budget the learner's mechanism spends (log scale, 0.1 to 10); every accountant then bounds "
+            "what it did, and the run reports the tightest.")  # fmt: skip
+    _slider("δ", DELTAS, "delta", format_func=lambda d: f"{d:.0e}",
+            help="Probability that the guarantee may fail: keep it well below 1/N; RWM's η depends on it.")  # fmt: skip
+    st.markdown("**Learner**")
+    if algorithm == "sq_laplace":
+        _slider("Iterations T", EPOCHS, "epochs",
+                help="Full-batch steps, each asking d noisy queries: more iterations, more noise in each.")  # fmt: skip
+        _slider("Learning rate", LEARNING_RATES, "lr", help="Step size on the noisy gradient: post-processing, no ε.")
+    else:
+        _slider("Thresholds per feature", THRESHOLDS, "thresholds",
+                help="Stumps test one feature against one of these evenly spaced thresholds on [0, 1] (a public "
+                "grid): more hypotheses fit better, and cost log|H| in the error bound.")  # fmt: skip
+    if algorithm in ("rwm_online", "rwm_linear"):
+        _slider("Rounds T", ROUNDS, "rounds", format_func=lambda t: f"{t:,}" if t else "all (N)",
+                help="One training example per round; more rounds shrink η = ε/√(32 T ln(1/δ)).")  # fmt: skip
+    st.number_input("Seed", 0, 2**31 - 1, key=key("seed"),
+                    help="Fixes the mechanism's randomness: the same spec and seed give the same output.")  # fmt: skip
+
+
 def advanced() -> None:
     algorithm = _value("algorithm")
     with st.expander("Advanced"):
@@ -284,6 +328,18 @@ def advanced() -> None:
                     "What is bounded per example: the privacy cost is the same, the bias differs.")  # fmt: skip
         _choice(st.selectbox, "Optimizer", "optimizer", OPTIMIZERS, OPTIMIZER_TITLES,
                 "How the noisy gradient becomes an update: post-processing, so no effect on ε.")  # fmt: skip
+        if algorithm == "aniso_dpsgd":
+            _choice(st.radio, "Noise weights", "aniso_granularity", list(train_spec.ANISO_GRANULARITY_TITLES),
+                    train_spec.ANISO_GRANULARITY_TITLES, "Per layer uses the fast norms; per coordinate shapes the "
+                    "noise finer, at the cost of per-example gradients.")  # fmt: skip
+            _slider(
+                "Smoothing β",
+                ANISO_SMOOTHINGS,
+                "aniso_smoothing",
+                help="Weight of the past in the running average of released gradients the weights come from.",
+            )
+            _slider("Largest weight ratio r", ANISO_MAX_RATIOS, "aniso_max_ratio",
+                    help="Weights stay within [1/r, r]: r = 1 is isotropic DP-SGD.")  # fmt: skip
 
 
 def dataset_note(dataset: str) -> None:
@@ -314,11 +370,16 @@ def plan_summary(preview: services.PlanPreview, *, target_epsilon: float | None 
         return
     numbers, course = st.columns([1, 1], gap="medium")
     top, bottom = numbers.columns(2), numbers.columns(2)
-    top[0].metric(
-        "Noise multiplier σ",
-        f"{preview.noise_multiplier:.3f}",
-        help="Noise std over C; calibrated by the RDP accountant when a target ε is set.",
-    )
+    if preview.learner_parameters:
+        name, value = preview.learner_parameters[0]
+        label, text = LEARNER_PARAMETERS[name]
+        top[0].metric(label, f"{value:.4g}", help=text)
+    else:
+        top[0].metric(
+            "Noise multiplier σ",
+            f"{preview.noise_multiplier:.3f}",
+            help="Noise std over C; calibrated by the RDP accountant when a target ε is set.",
+        )
     top[1].metric("Steps", f"{preview.steps:,}", help="epochs × N / L (noisy GD: one full-batch step per epoch)")
     bottom[0].metric("Sampling rate q", f"{preview.sampling_rate:.4f}", help=f"L / N with N = {preview.n_train:,}")
     bottom[1].metric(

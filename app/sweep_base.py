@@ -7,7 +7,7 @@ from typing import Any
 
 import streamlit as st
 
-from app.run_panel import ALGORITHM_TITLES
+from app.run_panel import ALGORITHM_TITLES, LEARNERS
 from engine.training import DATASETS
 
 MODELS = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)"}
@@ -39,6 +39,8 @@ def base_form() -> dict[str, Any]:
             key="sweep_base_algorithm",
             help="DP-SGD with sampled lots, full-batch noisy GD, or a non-private baseline.",
         )
+        if algorithm in LEARNERS:
+            return _learner_base(dataset, algorithm)
         raw: dict[str, Any] = {"dataset": dataset, "model": model, "algorithm": algorithm}
         if algorithm != "nonprivate":
             raw |= _privacy()
@@ -78,6 +80,22 @@ def base_form() -> dict[str, Any]:
             key="sweep_base_seed",
             help="Seeds count up from this one for every grid point.",
         )
+    return raw
+
+
+def _learner_base(dataset: str, algorithm: str) -> dict[str, Any]:
+    """A textbook learner's base: its budget and seed; its own fields keep their defaults (sweep target ε, or its
+    iterations and learning rate for sq_laplace)."""
+    st.caption("A textbook learner (seed 004): no model, lots or clipping; sweep its target ε for a frontier.")
+    raw: dict[str, Any] = {"dataset": dataset, "algorithm": algorithm}
+    raw["target_epsilon"] = _real("Target ε", 0.01, 100.0, value=1.0, step=0.5, format="%g",
+                                  key="sweep_base_target_epsilon", help="The budget its mechanism spends.")  # fmt: skip
+    raw["delta"] = st.select_slider("δ", DELTAS, value=1e-6, format_func=lambda d: f"{d:.0e}", key="sweep_base_delta",
+                                    help="Keep it well below 1/N; RWM's learning rate depends on it.")  # fmt: skip
+    if algorithm == "sq_laplace":
+        raw |= {"epochs": 10, "lr": 2.0}
+    raw["seed"] = _whole("First seed", 0, 2**31 - 1, value=0, key="sweep_base_seed",
+                         help="Seeds count up from this one for every grid point.")  # fmt: skip
     return raw
 
 

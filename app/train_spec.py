@@ -12,7 +12,13 @@ from engine.training.datasets import DatasetInfo
 from engine.training.models import cnn_supports
 from engine.training.spec import CLIPPING_MODES, Algorithm
 
-ALGORITHM_TITLES = {"dpsgd": "DP-SGD", "noisy_gd": "Noisy gradient descent", "nonprivate": "Non-private baseline"}
+ALGORITHM_TITLES = {
+    "dpsgd": "DP-SGD", "noisy_gd": "Noisy gradient descent", "nonprivate": "Non-private baseline",
+    "aniso_dpsgd": "DP-SGD, anisotropic noise (seed 002)", "expmech_stumps": "Exponential mechanism: stumps (seed 004)",
+    "sq_laplace": "SQ learning via Laplace (seed 004)", "rwm_online": "Private online learning: RWM (seed 004)",
+    "rwm_linear": "Private linear learner (seed 004)",
+}  # fmt: skip
+ANISO_GRANULARITY_TITLES = {"layer": "one weight per layer", "coordinate": "one weight per coordinate"}
 MODEL_TITLES = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)", "cnn": "CNN (tanh)"}
 CLIPPING_TITLES = {
     "flat": "flat: the whole gradient to norm C",
@@ -26,10 +32,15 @@ def private(algorithm: str) -> bool:
     return Algorithm(algorithm).private
 
 
+def learner(algorithm: str) -> bool:
+    """A textbook learner (seed 004): a target ε, δ and its own few fields; no model, lots or clipping."""
+    return Algorithm(algorithm).learner
+
+
 def datasets_for(algorithm: str, infos: Mapping[str, DatasetInfo]) -> list[str]:
-    """The datasets of `infos` (registered ones and CSV uploads) the algorithm can train on: noisy GD needs two
-    classes."""
-    if algorithm == Algorithm.NOISY_GD:
+    """The datasets of `infos` (registered ones and CSV uploads) the algorithm can train on: noisy GD and the
+    textbook learners need two classes."""
+    if algorithm == Algorithm.NOISY_GD or learner(algorithm):
         return [name for name, info in infos.items() if info.n_classes == 2]
     return list(infos)
 
@@ -59,6 +70,8 @@ def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema:
     """The raw spec the widget values describe (validated later, by the engine). `info`: the chosen dataset's
     facts (default: the registered dataset's); `schema`: a CSV upload's declared schema."""
     algorithm, model = values["algorithm"], values["model"]
+    if learner(algorithm):
+        return learner_raw_spec(values, schema)
     info = info or DATASETS[values["dataset"]]
     raw: dict[str, Any] = {
         "dataset": values["dataset"], "model": model, "algorithm": algorithm, "epochs": values["epochs"],
@@ -90,6 +103,23 @@ def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema:
         raw["noise_multiplier"] = values["noise_multiplier"]
     if algorithm == Algorithm.NOISY_GD:
         raw["count_epsilon"] = values["count_epsilon"]
+    if algorithm == Algorithm.ANISO_DPSGD:
+        raw |= {key: values[key] for key in ("aniso_granularity", "aniso_smoothing", "aniso_max_ratio")}
+    return raw
+
+
+def learner_raw_spec(values: Mapping[str, Any], schema: Mapping | None) -> dict[str, Any]:
+    algorithm = Algorithm(values["algorithm"])
+    raw: dict[str, Any] = {"dataset": values["dataset"], "algorithm": algorithm.value, "seed": int(values["seed"]),
+                           "delta": values["delta"], "target_epsilon": values["target_epsilon"]}  # fmt: skip
+    if schema is not None:
+        raw["schema"] = dict(schema)
+    if algorithm is Algorithm.SQ_LAPLACE:
+        raw |= {"epochs": values["epochs"], "lr": values["lr"]}
+    else:
+        raw["thresholds"] = int(values["thresholds"])
+    if algorithm in (Algorithm.RWM_ONLINE, Algorithm.RWM_LINEAR) and values["rounds"]:
+        raw["rounds"] = int(values["rounds"])
     return raw
 
 
@@ -101,6 +131,21 @@ ALGORITHM_CAPTIONS = {
     "adds Gaussian noise to the clipped gradient sum and divides by a Laplace-noised count. ε covers both.",
     "nonprivate": "**Non-private baseline**: the same model and optimizer on shuffled batches, without clipping or "
     "noise (ε = ∞): the accuracy the private runs are compared with.",
+    "aniso_dpsgd": "**Anisotropic-noise DP-SGD** (seed 002, honestly accounted): each gradient is clipped in the "
+    "weighted norm ‖W⁻¹g‖₂ ≤ C and gets noise N(0, σ²C²W²), more noise where the loss is insensitive. After the "
+    "change of variables W⁻¹ it is DP-SGD at σ, so its ε is DP-SGD's; W comes from earlier released gradients only. "
+    "With one layer (logistic regression) per-layer weights are all 1: choose per-coordinate weights (Advanced).",
+    "expmech_stumps": "**Exponential mechanism over decision stumps** (Dwork & Roth ch. 11): one stump (feature, "
+    "threshold on a public grid, sign) drawn with probability ∝ exp(ε·(−training errors)/2): ε-DP, one release.",
+    "sq_laplace": "**SQ learning through Laplace noise** (Dwork & Roth §11.1): logistic regression whose every "
+    "gradient coordinate is a statistical query answered with Laplace noise; T·d queries share ε by pure "
+    "composition, and every accountant then bounds the whole.",
+    "rwm_online": "**Private online learning** (Dwork & Roth Thm 11.2 for privacy, 11.1 and 11.3 for regret): "
+    "randomized weighted majority over "
+    "stump experts, one training example per round, η = ε/√(32 T ln(1/δ)); the regret chart shows the theorem's "
+    "bound and non-private RWM on the same stream.",
+    "rwm_linear": "**Private linear learner** (Dwork & Roth Algorithm 17, Thm 11.6): RWM over the simplex's vertices "
+    "(stump experts); the output is the average action, a mixture of stumps.",
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from bench import accounting, dashboard, jobs, throughput, utility
+from bench import accounting, aniso, dashboard, jobs, throughput, utility
 from engine.training import pick_device
 
 
@@ -39,6 +39,7 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "utility": utility.run,
     "jobs": jobs.run,
     "dashboard": dashboard.run,
+    "aniso": aniso.run,
 }
 
 

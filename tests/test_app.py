@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app import train_spec
 from app.train_presets import FORM_DEFAULTS, PRESETS
-from app.train_spec import raw_spec
+from app.train_spec import ALGORITHM_TITLES, raw_spec
 from cache import RunStatus
 from engine.jobs.worker import Worker
 from engine.training import parse_spec, plan_spec
@@ -92,11 +93,11 @@ def test_every_widget_explains_itself_in_a_tooltip(home):
     at.selectbox(key="train_model").set_value("mlp").run()
     at.checkbox(key="train_use_pca").check().run()
     at.selectbox(key="train_lr_schedule").set_value("linear").run()
-    for algorithm in ("dpsgd", "noisy_gd", "nonprivate"):
+    for algorithm in ALGORITHM_TITLES:
         at.selectbox(key="train_algorithm").set_value(algorithm).run()
         assert not at.exception, at.exception
         widgets = [w for kind in WIDGET_KINDS for w in getattr(at, kind) if (w.key or "").startswith("train")]
-        assert len(widgets) >= 10
+        assert len(widgets) >= (7 if train_spec.learner(algorithm) else 10), algorithm
         for widget in widgets:
             assert widget.help and len(widget.help) > 20, f"{algorithm}: {widget.label!r} has no tooltip"
 
@@ -353,3 +354,21 @@ def test_diagnostics_figure_draws_the_quantile_band_in_the_run_colour():
     long = pd.DataFrame({"step": range(10_001), "value": 0.0})
     thinned = thin(long, 2000)
     assert len(thinned) <= 2001 and thinned["step"].iloc[-1] == 10_000
+
+
+@pytest.mark.parametrize("algorithm", ["expmech_stumps", "sq_laplace", "rwm_online", "rwm_linear"])
+def test_a_textbook_learner_shows_its_mechanism_parameter_and_launches(home, store, algorithm):
+    at = open_app()
+    at.selectbox(key="train_algorithm").set_value(algorithm).run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="train_dataset").value == "adult"  # the two-class dataset (digits has ten)
+    assert not [w for w in at.select_slider if w.key in ("train_lot_size", "train_clip_norm")]
+    plan = plan_spec(parse_spec(form_spec(at)))
+    (name, value), *_ = plan.learner_parameters
+    label = {"expmech_epsilon": "ε of the exponential mechanism", "query_epsilon": "ε per statistical query",
+             "eta": "Learning rate η"}[name]  # fmt: skip
+    assert metrics(at)[label] == f"{value:.4g}"
+    at.button(key="train").click().run()
+    assert not at.exception, at.exception
+    [run] = store.list_runs()
+    assert run.spec["algorithm"] == algorithm and run.status is RunStatus.QUEUED

@@ -117,8 +117,11 @@ def test_unreachable_calibration_is_an_error_not_garbage(home):
 def test_algorithms_and_datasets_are_listed_with_description_and_source(home):
     algorithms = last_json(cli(home, "algorithms", "--json"))
     by_name = {a["name"]: a for a in algorithms}
-    for name in ("dpsgd", "noisy_gd", "nonprivate", "dp_pca", "logreg", "mlp", "cnn", "adam"):
+    for name in ("dpsgd", "noisy_gd", "nonprivate", "aniso_dpsgd", "expmech_stumps", "sq_laplace", "rwm_online",
+                 "rwm_linear", "dp_pca", "logreg", "mlp", "cnn", "adam"):  # fmt: skip
         assert name in by_name and by_name[name]["description"], name
+    for name, seed in [("aniso_dpsgd", "seed 002"), ("expmech_stumps", "seed 004"), ("rwm_linear", "seed 004")]:
+        assert seed in by_name[name]["source"] and by_name[name]["keys"], name
     assert by_name["noisy_gd"]["clipping"] == ["gradient", "input"] and "seed 000" in by_name["noisy_gd"]["source"]
     datasets = {d["name"]: d for d in last_json(cli(home, "datasets", "--json"))}
     for name in ("digits", "mnist", "fashion-mnist", "adult", "cifar10", "csv:PATH"):

@@ -67,3 +67,39 @@ def test_cache_key_depends_on_spec_and_engine_version_only():
     assert a.cache_key(ENGINE_VERSION) == b.cache_key(ENGINE_VERSION)
     assert a.cache_key(ENGINE_VERSION) != a.cache_key(ENGINE_VERSION + "+1")
     assert a.cache_key(ENGINE_VERSION) != parse_spec(fast_spec(seed=1)).cache_key(ENGINE_VERSION)
+
+
+LEARNER = {"dataset": "adult", "algorithm": "expmech_stumps", "seed": 0, "delta": 1e-6, "target_epsilon": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "fragment"),
+    [
+        ({"dataset": "digits"}, "dataset", "learns two classes; digits has 10"),
+        ({"noise_multiplier": 1.0}, "noise_multiplier", "does not apply to algorithm 'expmech_stumps'"),
+        ({"model": "mlp"}, "model", "must be one of stumps"),
+        ({"lot_size": 64}, "lot_size", "does not apply to algorithm 'expmech_stumps'"),
+        ({"thresholds": 1}, "thresholds", "[2, 256]"),
+        ({"delta": 1e-3}, "delta", "must be < 1/N"),
+        ({"algorithm": "rwm_online", "rounds": 10**6}, "rounds", "each example is used once"),
+        ({"algorithm": "sq_laplace", "epochs": 2.5, "lr": 1.0}, "epochs", "whole iterations"),
+        ({"algorithm": "sq_laplace"}, "epochs", "missing required key"),
+        ({"algorithm": "aniso_dpsgd"}, "model", "missing required key"),
+    ],
+)
+def test_learner_and_aniso_specs_name_the_field(change, field, fragment):
+    with pytest.raises(SpecError) as caught:
+        parse_spec({k: v for k, v in (LEARNER | change).items() if v is not None})
+    assert caught.value.field == field and fragment in str(caught.value), str(caught.value)
+
+
+def test_learner_specs_fill_their_defaults_and_round_trip():
+    for algorithm, extra in [("expmech_stumps", {}), ("sq_laplace", {"epochs": 10, "lr": 2.0}), ("rwm_online", {}),
+                             ("rwm_linear", {"rounds": 500})]:  # fmt: skip
+        canonical = parse_spec(LEARNER | {"algorithm": algorithm} | extra).to_dict()
+        assert parse_spec(canonical).to_dict() == canonical
+        assert not {"lot_size", "clip_norm", "optimizer", "features", "lr_schedule"} & set(canonical)
+    assert parse_spec(LEARNER | {"algorithm": "rwm_online"}).rounds == 32_561  # every training example once
+    aniso = parse_spec(fast_spec(algorithm="aniso_dpsgd")).to_dict()
+    assert (aniso["aniso_granularity"], aniso["aniso_smoothing"], aniso["aniso_max_ratio"]) == ("layer", 0.9, 10.0)
+    assert "clipping" not in aniso and parse_spec(aniso).to_dict() == aniso

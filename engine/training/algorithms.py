@@ -40,6 +40,43 @@ ALGORITHM_INFO = (
         source="the reference every private run is compared with", keys=KEYS_BY_ALGORITHM[Algorithm.NONPRIVATE],
     ),
     AlgorithmInfo(
+        name=Algorithm.ANISO_DPSGD.value, kind="algorithm", title="Anisotropic-noise DP-SGD",
+        description="DP-SGD with per-layer (or per-coordinate) weights W: each gradient clipped to ‖W⁻¹g‖₂ ≤ C, "
+        "noise N(0, σ²C²W²): the Gaussian mechanism at σ after the change of variables W⁻¹, so accounted as "
+        "DP-SGD. W ∝ sensitivity^(-1/2) from earlier released noisy gradients only (post-processing).",
+        source="Xiang et al., DP deep learning from an optimization perspective (seed 002), honestly accounted",
+        keys=KEYS_BY_ALGORITHM[Algorithm.ANISO_DPSGD],
+    ),
+    AlgorithmInfo(
+        name=Algorithm.EXPMECH_STUMPS.value, kind="algorithm", title="Exponential mechanism over decision stumps",
+        description="Private PAC learning: one stump (feature, threshold on a public grid, sign) drawn with "
+        "probability ∝ exp(ε·(−training errors)/2); ε-DP.",
+        source="Dwork & Roth ch. 11 (seed 004); Kasiviswanathan et al. 2008; the exponential mechanism, Thm 3.10",
+        keys=KEYS_BY_ALGORITHM[Algorithm.EXPMECH_STUMPS],
+    ),
+    AlgorithmInfo(
+        name=Algorithm.SQ_LAPLACE.value, kind="algorithm", title="SQ logistic regression through Laplace noise",
+        description="Gradient descent that sees the data only through statistical queries Σφ, φ ∈ [0, 1], each "
+        "answered with Laplace noise; T·d queries share ε by pure composition.",
+        source="Dwork & Roth §11.1 (seed 004); Blum, Dwork, McSherry, Nissim 2005",
+        keys=KEYS_BY_ALGORITHM[Algorithm.SQ_LAPLACE],
+    ),
+    AlgorithmInfo(
+        name=Algorithm.RWM_ONLINE.value, kind="algorithm", title="Private online learning (randomized weighted "
+        "majority)",
+        description="Stump experts on a stream of training examples; RWM at η = ε/√(32 T ln(1/δ)), each round "
+        "2η-DP; regret against rounds with its bound and non-private RWM.",
+        source="Dwork & Roth §11.2, Thm 11.2 (privacy), Thms 11.1, 11.3–11.4 (regret) (seed 004)",
+        keys=KEYS_BY_ALGORITHM[Algorithm.RWM_ONLINE],
+    ),
+    AlgorithmInfo(
+        name=Algorithm.RWM_LINEAR.value, kind="algorithm", title="Private linear learner (RWM over the simplex)",
+        description="RWM over the vertices of the simplex (stump experts) on linear losses; the output is the "
+        "average action, a mixture of stumps.",
+        source="Dwork & Roth §11.2, Algorithm 17 and Thm 11.6 (seed 004)",
+        keys=KEYS_BY_ALGORITHM[Algorithm.RWM_LINEAR],
+    ),
+    AlgorithmInfo(
         name="dp_pca", kind="preprocessing", title="DP-PCA input projection",
         description="Unit-normalize inputs, Gaussian noise σ_p on their covariance, project on the top pca_dims "
         "eigenvectors; charged up front to the run's ledger.",

@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dp_accounting import NeighboringRelation
+
 from engine.privacy import (
     PrivacyLedger,
     Release,
@@ -26,6 +28,7 @@ from engine.privacy import (
     gaussian_event,
     laplace_event,
 )
+from engine.training.learners import budget
 from engine.training.schedules import CONSTANT, Schedule
 from engine.training.spec import Algorithm, RunSpec, spec_dataset_info
 
@@ -45,6 +48,9 @@ class TrainingPlan:
     count_epsilon: float | None = None  # noisy GD: the Laplace count's ε (scale 1/ε)
     pca_dims: int | None = None
     pca_noise: float | None = None  # DP-PCA: σ_p on the covariance (sensitivity 1)
+    learner_step: Release | None = None  # textbook learners: what one step releases (its count is the plan's steps)
+    learner_parameters: tuple[tuple[str, float], ...] = ()  # their mechanism's parameters (η, ε_q, ...), public
+    neighboring: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -97,6 +103,16 @@ class TrainingPlan:
         return tuple(releases)
 
     def step_release(self, sigma: float, count: int) -> Release:
+        if self.learner_step is not None:
+            return replace(self.learner_step, count=count)
+        if self.algorithm is Algorithm.ANISO_DPSGD:
+            return Release(
+                event=dpsgd_step_event(sampling_rate=self.sampling_rate, noise_multiplier=sigma), count=count,
+                label=(f"anisotropic DP-SGD step (gradients clipped to ‖W⁻¹g‖₂ ≤ {self.clip_norm:g}, noise "
+                       f"N(0, σ²C²W²) with σ = {sigma:.4g}: the Gaussian mechanism at σ after the change of "
+                       f"variables W⁻¹; W from earlier released gradients only; Poisson lots "
+                       f"q = {self.sampling_rate:.4g})"),
+            )  # fmt: skip
         if self.algorithm is Algorithm.NOISY_GD:
             return Release(event=gaussian_event(noise_multiplier=sigma), count=count, label=(
                 f"noisy GD step (Gaussian noise σ = {sigma:.4g} on the full-batch gradient sum, "
@@ -118,13 +134,13 @@ class TrainingPlan:
         """The privacy ledger of the first `steps` steps (all of them by default); None if not private."""
         if not self.private:
             return None
-        phases = tuple(self.step_release(self.noise_multiplier * f, n) for f, n in self.noise_phases)
-        ledger = PrivacyLedger(phases=phases, upfront=self.upfront(), notes=self.notes)
+        phases = tuple(self.step_release((self.noise_multiplier or 1.0) * f, n) for f, n in self.noise_phases)
+        ledger = PrivacyLedger(phases=phases, upfront=self.upfront(), neighboring=self.neighboring, notes=self.notes)
         return ledger if steps is None else ledger.truncated(steps)
 
     def summary(self) -> dict[str, Any]:
         """The public numbers of the plan, as stored beside the run."""
-        out = {
+        out = dict(self.learner_parameters) | {
             "algorithm": self.algorithm.value, "n_train": self.n_train, "steps": self.steps,
             "expected_lot_size": self.lot_size, "sampling_rate": self.sampling_rate, "delta": self.delta,
             "noise_multiplier": self.noise_multiplier, "clip_norm": self.clip_norm, "noise_std": self.noise_std,
@@ -145,6 +161,8 @@ def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) ->
     whole ledger (up-front releases included). `sigma_hint`, a σ planned earlier for this spec, saves the
     search when the accountant confirms it (see `calibrate_sigma`)."""
     algorithm = Algorithm(spec.algorithm)
+    if algorithm.learner:
+        return learner_plan(spec, n_train=n_train)
     lot_size = n_train if algorithm is Algorithm.NOISY_GD else spec.lot_size
     steps = steps_for(epochs=spec.epochs, n_train=n_train, lot_size=lot_size)
     if not algorithm.private:
@@ -171,6 +189,36 @@ def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) ->
         lambda s: _with_sigma(base, s).ledger(), target_epsilon=spec.target_epsilon, delta=spec.delta, hint=sigma_hint
     )
     return _with_sigma(base, sigma)
+
+
+def learner_plan(spec: RunSpec, *, n_train: int) -> TrainingPlan:
+    """A textbook learner's plan: its steps, what each releases, and its mechanism's parameters (see `budget`)."""
+    algorithm, epsilon, delta = Algorithm(spec.algorithm), spec.target_epsilon, spec.delta
+    common = dict(algorithm=algorithm, n_train=n_train, delta=delta)
+    if algorithm is Algorithm.EXPMECH_STUMPS:
+        return TrainingPlan(**common, steps=1, lot_size=n_train, noise_phases=((1.0, 1),),
+                            learner_parameters=(("expmech_epsilon", epsilon),),
+                            learner_step=Release(event=budget.expmech_event(epsilon), label=(
+                                f"exponential mechanism over {spec.thresholds}-threshold decision stumps, ε = "
+                                f"{epsilon:g} (score: −training errors, sensitivity 1)")))  # fmt: skip
+    if algorithm is Algorithm.SQ_LAPLACE:
+        iterations, queries = int(spec.epochs), spec_dataset_info(spec).n_features + 1  # a weight per feature, a bias
+        per_query = budget.sq_query_epsilon(target_epsilon=epsilon, iterations=iterations,
+                                            queries_per_iteration=queries)  # fmt: skip
+        return TrainingPlan(**common, steps=iterations, lot_size=n_train, noise_phases=((1.0, iterations),),
+                            learner_parameters=(("query_epsilon", per_query), ("laplace_scale", 1.0 / per_query),
+                                                ("queries_per_iteration", queries)),
+                            learner_step=Release(event=budget.sq_step_event(
+                                query_epsilon=per_query, queries_per_iteration=queries), label=(
+                                f"SQ iteration: {queries} statistical queries Σφ, φ ∈ [0, 1], each with Laplace "
+                                f"noise of scale {1.0 / per_query:.4g} (ε_q = {per_query:.3g})")))  # fmt: skip
+    rounds = spec.rounds
+    eta = budget.rwm_eta(target_epsilon=epsilon, rounds=rounds, delta=delta)
+    return TrainingPlan(**common, steps=rounds, lot_size=1, noise_phases=((1.0, rounds),),
+                        learner_parameters=(("eta", eta),), neighboring=NeighboringRelation.REPLACE_ONE,
+                        learner_step=Release(event=budget.rwm_round_event(eta), label=(
+                            f"randomized weighted majority round (exponential mechanism over cumulative losses, "
+                            f"η = {eta:.4g}: 2η-DP)")))  # fmt: skip
 
 
 def plan_spec(spec: RunSpec, *, sigma_hint: float | None = None) -> TrainingPlan:

@@ -11,7 +11,11 @@ Which keys apply (`KEYS_BY_ALGORITHM`):
   physical_batch_size, pca_dims, hidden (mlp), schema (csv:PATH datasets);
 - private algorithms (dpsgd, noisy_gd): delta, clip_norm, one of target_epsilon / noise_multiplier,
   clipping, noise_schedule, clip_schedule, pca_noise (with pca_dims);
-- dpsgd and nonprivate: lot_size; noisy_gd: count_epsilon.
+- dpsgd and nonprivate: lot_size; noisy_gd: count_epsilon;
+- aniso_dpsgd (seed 002): DP-SGD's keys without clipping, plus aniso_granularity, aniso_smoothing,
+  aniso_max_ratio;
+- the textbook learners of seed 004 (expmech_stumps, sq_laplace, rwm_online, rwm_linear): dataset
+  (two classes), model (fixed), seed, delta, target_epsilon, and thresholds / epochs + lr / rounds.
 
 The canonical form (`to_dict`) fills every default, so two specs that train the same thing have
 the same cache key. For a `csv:PATH` dataset it also records the file's SHA-256 (`data_sha256`):
@@ -49,14 +53,33 @@ class Algorithm(StrEnum):
     DPSGD = "dpsgd"
     NOISY_GD = "noisy_gd"
     NONPRIVATE = "nonprivate"
+    ANISO_DPSGD = "aniso_dpsgd"  # seed 002, honestly accounted: weighted clipping, anisotropic noise
+    EXPMECH_STUMPS = "expmech_stumps"  # seed 004: the textbook private learners
+    SQ_LAPLACE = "sq_laplace"
+    RWM_ONLINE = "rwm_online"
+    RWM_LINEAR = "rwm_linear"
 
     @property
     def private(self) -> bool:
         return self is not Algorithm.NONPRIVATE
 
+    @property
+    def learner(self) -> bool:
+        """A textbook private learner (seed 004): it spends a target ε through its own mechanism, not by σ."""
+        return self in LEARNER_MODELS
 
+    @property
+    def poisson_lots(self) -> bool:
+        return self in (Algorithm.DPSGD, Algorithm.ANISO_DPSGD)
+
+
+# Each textbook learner has one hypothesis class, named as its model.
+LEARNER_MODELS = {Algorithm.EXPMECH_STUMPS: "stumps", Algorithm.SQ_LAPLACE: "logreg", Algorithm.RWM_ONLINE: "experts",
+                  Algorithm.RWM_LINEAR: "experts"}  # fmt: skip
 ALGORITHMS = tuple(a.value for a in Algorithm)
 CLIPPING_MODES = {Algorithm.DPSGD: ("flat", "per_layer"), Algorithm.NOISY_GD: ("gradient", "input")}
+ANISO_GRANULARITIES = ("layer", "coordinate")
+DEFAULT_THRESHOLDS = 16  # stumps and experts: thresholds per feature on a public grid over [0, 1]
 DEFAULT_COUNT_EPSILON = 0.01  # noisy GD's Laplace count: scale 100, ±0.3% of Adult's N at 95%
 
 
@@ -106,6 +129,10 @@ RANGES: dict[str, NumberRange] = {
     "pca_dims": NumberRange(1, 10_000, integer=True),
     "pca_noise": NumberRange(0.0, 1000.0, low_open=True),
     "count_epsilon": NumberRange(0.0, 10.0, low_open=True),
+    "thresholds": NumberRange(2, 256, integer=True),
+    "rounds": NumberRange(1, 10_000_000, integer=True),
+    "aniso_smoothing": NumberRange(0.0, 1.0, high_open=True),
+    "aniso_max_ratio": NumberRange(1.0, 1000.0),
 }
 HIDDEN_WIDTH = NumberRange(1, 8192, integer=True)
 MAX_HIDDEN_LAYERS = 4
@@ -116,15 +143,28 @@ COMMON_KEYS = ("dataset", "model", "algorithm", "epochs", "lr", "seed", "optimiz
                "physical_batch_size", "pca_dims", "hidden", "features", "schema", "data_sha256")  # fmt: skip
 PRIVATE_KEYS = ("delta", "clip_norm", "target_epsilon", "noise_multiplier", "clipping", "noise_schedule",
                 "clip_schedule", "pca_noise")  # fmt: skip
+ANISO_KEYS = ("aniso_granularity", "aniso_smoothing", "aniso_max_ratio")
+LEARNER_KEYS = ("dataset", "model", "algorithm", "seed", "delta", "target_epsilon", "schema", "data_sha256")
 KEYS_BY_ALGORITHM = {
     Algorithm.DPSGD: (*COMMON_KEYS, *PRIVATE_KEYS, "lot_size"),
     Algorithm.NOISY_GD: (*COMMON_KEYS, *PRIVATE_KEYS, "count_epsilon"),
     Algorithm.NONPRIVATE: (*COMMON_KEYS, "lot_size"),
+    Algorithm.ANISO_DPSGD: (*COMMON_KEYS, *(k for k in PRIVATE_KEYS if k != "clipping"), "lot_size", *ANISO_KEYS),
+    Algorithm.EXPMECH_STUMPS: (*LEARNER_KEYS, "thresholds"),
+    Algorithm.SQ_LAPLACE: (*LEARNER_KEYS, "epochs", "lr"),
+    Algorithm.RWM_ONLINE: (*LEARNER_KEYS, "rounds", "thresholds"),
+    Algorithm.RWM_LINEAR: (*LEARNER_KEYS, "rounds", "thresholds"),
 }
+_LEARNER_REQUIRED = ("dataset", "algorithm", "seed", "delta", "target_epsilon")
 REQUIRED_BY_ALGORITHM = {
     Algorithm.DPSGD: ("dataset", "model", "algorithm", "epochs", "lr", "seed", "delta", "clip_norm", "lot_size"),
     Algorithm.NOISY_GD: ("dataset", "model", "algorithm", "epochs", "lr", "seed", "delta", "clip_norm"),
     Algorithm.NONPRIVATE: ("dataset", "model", "algorithm", "epochs", "lr", "seed", "lot_size"),
+    Algorithm.ANISO_DPSGD: ("dataset", "model", "algorithm", "epochs", "lr", "seed", "delta", "clip_norm", "lot_size"),
+    Algorithm.EXPMECH_STUMPS: _LEARNER_REQUIRED,
+    Algorithm.SQ_LAPLACE: (*_LEARNER_REQUIRED, "epochs", "lr"),
+    Algorithm.RWM_ONLINE: _LEARNER_REQUIRED,
+    Algorithm.RWM_LINEAR: _LEARNER_REQUIRED,
 }
 ALL_KEYS = tuple(dict.fromkeys(k for keys in KEYS_BY_ALGORITHM.values() for k in keys))
 
@@ -154,6 +194,11 @@ class RunSpec:
     pca_dims: int | None = None
     pca_noise: float | None = None
     count_epsilon: float | None = None
+    aniso_granularity: str | None = None  # aniso_dpsgd: one weight per layer or per coordinate
+    aniso_smoothing: float | None = None  # aniso_dpsgd: β of the running average of released noisy gradients
+    aniso_max_ratio: float | None = None  # aniso_dpsgd: weights are kept within [1/r, r]
+    thresholds: int | None = None  # stumps and experts: thresholds per feature on the public grid
+    rounds: int | None = None  # online learners: rounds T, one training example each
     schema: dict | None = None  # csv:PATH datasets: the declared schema
     data_sha256: str | None = None  # csv:PATH datasets: the file the run is bound to
 
@@ -164,13 +209,14 @@ class RunSpec:
     def to_dict(self) -> dict[str, Any]:
         """The canonical JSON form: every default filled in, options that do not apply left out."""
         out: dict[str, Any] = {}
+        applies = KEYS_BY_ALGORITHM[Algorithm(self.algorithm)]
         for key, value in asdict(self).items():
-            if value is None or (key == "hidden" and self.model != "mlp"):
+            if value is None or key not in applies or (key == "hidden" and self.model != "mlp"):
                 continue
             out[key] = list(value) if key == "hidden" else value
         for key in SCHEDULES:
             schedule = getattr(self, key)
-            if schedule is not None:
+            if schedule is not None and key in applies:
                 out[key] = schedule.to_dict()
         return out
 
@@ -207,12 +253,41 @@ def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
 
     values: dict[str, Any] = {k: rng.check(k, raw[k]) for k, rng in RANGES.items() if k in raw}
     info, csv_fields = _dataset(raw)
+    if algorithm.learner:
+        return _learner_spec(raw, algorithm, values, info, csv_fields)
     model = _choice("model", raw["model"], MODELS)
     values |= _model_options(raw, model, info)
     values |= _privacy_options(raw, algorithm, values, info)
     values |= _training_options(raw, algorithm, values, info, model)
     return RunSpec(dataset=info.name if not csv_fields else raw["dataset"], model=model, algorithm=algorithm.value,
                    **csv_fields, **values)  # fmt: skip
+
+
+def _learner_spec(
+    raw: Mapping[str, Any], algorithm: Algorithm, values: dict[str, Any], info: DatasetInfo, csv_fields: dict
+) -> RunSpec:
+    """A textbook learner (seed 004): binary labels, a target ε (its mechanism's budget), δ < 1/N."""
+    model = LEARNER_MODELS[algorithm]
+    _choice("model", raw.get("model", model), (model,))
+    if info.n_classes != 2:
+        raise SpecError("dataset", f"{algorithm.value} learns two classes; {info.name} has {info.n_classes} classes")
+    if values["delta"] >= 1.0 / info.n_train:
+        raise SpecError("delta", f"must be < 1/N = {1.0 / info.n_train:.3g} for {info.name} (N={info.n_train}); "
+                                 f"δ ≥ 1/N allows releasing a whole record, got {values['delta']:g}")  # fmt: skip
+    out: dict[str, Any] = {"epochs": 1.0, "lr": 1.0} | values
+    if algorithm in (Algorithm.EXPMECH_STUMPS, Algorithm.RWM_ONLINE, Algorithm.RWM_LINEAR):
+        out.setdefault("thresholds", DEFAULT_THRESHOLDS)
+    if algorithm in (Algorithm.RWM_ONLINE, Algorithm.RWM_LINEAR):
+        out.setdefault("rounds", info.n_train)
+        if out["rounds"] > info.n_train:
+            raise SpecError("rounds", f"must be an integer in [1, {info.n_train}]: each round is a different "
+                                      f"training example of {info.name}, so each example is used once")  # fmt: skip
+    if algorithm is Algorithm.SQ_LAPLACE and out["epochs"] != int(out["epochs"]):
+        raise SpecError(
+            "epochs", f"sq_laplace takes whole iterations (full-batch statistical queries), got {out['epochs']:g}"
+        )
+    return RunSpec(dataset=info.name if not csv_fields else raw["dataset"], model=model, algorithm=algorithm.value,
+                   **csv_fields, **out)  # fmt: skip
 
 
 def _dataset(raw: Mapping[str, Any]) -> tuple[DatasetInfo, dict[str, Any]]:
@@ -280,8 +355,14 @@ def _privacy_options(
             f"must be < 1/N = {1.0 / info.n_train:.3g} for {info.name} (N={info.n_train}); "
             f"δ ≥ 1/N allows releasing a whole record, got {values['delta']:g}",
         )
-    modes = CLIPPING_MODES[algorithm]
-    out["clipping"] = _choice("clipping", raw.get("clipping", modes[0]), modes)
+    if algorithm is Algorithm.ANISO_DPSGD:
+        out["aniso_granularity"] = _choice("aniso_granularity", raw.get("aniso_granularity", "layer"),
+                                           ANISO_GRANULARITIES)  # fmt: skip
+        out["aniso_smoothing"] = values.get("aniso_smoothing", 0.9)
+        out["aniso_max_ratio"] = values.get("aniso_max_ratio", 10.0)
+    else:
+        modes = CLIPPING_MODES[algorithm]
+        out["clipping"] = _choice("clipping", raw.get("clipping", modes[0]), modes)
     if algorithm is Algorithm.NOISY_GD:
         out["count_epsilon"] = values.get("count_epsilon", DEFAULT_COUNT_EPSILON)
         if raw["model"] != "logreg":

@@ -18,9 +18,11 @@ from torch import nn
 
 from engine.privacy import panel, privacy_statement, rdp_curve
 from engine.training import scatternet
+from engine.training.aniso import DEFAULT_MAX_RATIO, DEFAULT_SMOOTHING, AnisoDPSGD, aniso_dpsgd_step
 from engine.training.clipping import make_clipper
 from engine.training.datasets import Dataset, load_dataset
 from engine.training.dpsgd import StepStats, dpsgd_step
+from engine.training.learners.training import train_learner
 from engine.training.models import build_model
 from engine.training.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step, with_constant_feature
 from engine.training.nonprivate import ShuffledBatches, nonprivate_step
@@ -49,6 +51,9 @@ class StepRecord:
     test_accuracy: float | None = None
     test_loss: float | None = None
     elapsed_s: float | None = None  # wall time since the first step began
+    regret: float | None = None  # private: online learners' loss minus the best expert's, after `step` rounds
+    regret_bound: float | None = None  # public: the theorem's bound on the expected regret after `step` rounds
+    regret_nonprivate: float | None = None  # private: non-private RWM (η = √(8 ln k / T)) on the same stream
 
     def metrics(self) -> dict[str, float]:
         return {k: float(v) for k, v in asdict(self).items() if k != "step" and v is not None}
@@ -155,6 +160,16 @@ def train(
     # ε after every step count 0..T (step 0 holds the up-front releases), for the live plot
     curve = rdp_curve(ledger, delta=plan.delta, steps=np.arange(plan.steps + 1)) if ledger else None
 
+    def epsilon_after(step: int) -> float | None:
+        return None if curve is None else float(curve.epsilons[step])
+
+    if Algorithm(spec.algorithm).learner:
+        emit = on_step or (lambda record: None)
+        outcome = train_learner(spec, plan, data, should_stop=should_stop, report=lambda step, **metrics: emit(
+            StepRecord(step=step, epoch=plan.epoch_of(step), epsilon=epsilon_after(step), **metrics)))  # fmt: skip
+        return result_of(plan, spec, accuracy=outcome.test_accuracy, loss=outcome.test_loss, steps_done=outcome.steps,
+                         seconds=time.perf_counter() - started, device=device)  # fmt: skip
+
     streams = random_streams(spec.seed, device)
     x_train, x_test = input_arrays(spec, data, cache_dir=Path(data_dirs[-1]) if data_dirs else None, device=device)
     x_train, y_train = torch.as_tensor(x_train, device=device), torch.as_tensor(data.y_train, device=device)
@@ -169,9 +184,6 @@ def train(
     step_once = make_step(spec, plan, model, optimizer, x_train, y_train, streams)
     eval_every = max(1, plan.steps // EVALUATIONS_PER_RUN)
     emit = on_step or (lambda record: None)
-
-    def epsilon_after(step: int) -> float | None:
-        return None if curve is None else float(curve.epsilons[step])
 
     accuracy, loss = evaluate(model, x_test, y_test)
     emit(StepRecord(step=0, epoch=0.0, epsilon=epsilon_after(0), test_accuracy=accuracy, test_loss=loss))
@@ -222,6 +234,15 @@ def make_step(
         return lambda step: nonprivate_step(model=model, optimizer=optimizer, x=x, y=y, batches=batches,
                                             physical_batch_size=spec.physical_batch_size)  # fmt: skip
     clipper = make_clipper(model)
+    if algorithm is Algorithm.ANISO_DPSGD:
+        aniso = AnisoDPSGD(clipper, granularity=spec.aniso_granularity or "layer",
+                           smoothing=spec.aniso_smoothing if spec.aniso_smoothing is not None else DEFAULT_SMOOTHING,
+                           max_ratio=spec.aniso_max_ratio or DEFAULT_MAX_RATIO)  # fmt: skip
+        return lambda step: aniso_dpsgd_step(
+            step=step, aniso=aniso, optimizer=optimizer, x=x, y=y, plan=plan,
+            physical_batch_size=spec.physical_batch_size, sampling_generator=streams["sampling"],
+            noise_generator=streams["noise"],
+        )  # fmt: skip
     if algorithm is Algorithm.NOISY_GD:
         denominator = noisy_count(len(x), epsilon=plan.count_epsilon, generator=streams["count"])
         return lambda step: noisy_gd_step(
@@ -248,8 +269,9 @@ def result_of(plan: TrainingPlan, spec: RunSpec, *, accuracy, loss, steps_done, 
                            best_order=None, order_at_edge=False, privacy_statement=statement)  # fmt: skip
     ledger = plan.ledger(steps_done)
     accounts = panel(ledger, delta=plan.delta)
+    lots = not plan.full_batch and plan.learner_step is None  # the learners draw no lots
     statement = privacy_statement(ledger=ledger, panel=accounts, dataset_size=plan.n_train,
-                                  lot_size=None if plan.full_batch else plan.lot_size)  # fmt: skip
+                                  lot_size=plan.lot_size if lots else None)  # fmt: skip
     return TrainResult(
         **common,
         epsilon=statement.epsilon,

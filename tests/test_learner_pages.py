@@ -1,0 +1,69 @@
+"""The textbook learners (seed 004) and anisotropic DP-SGD (seed 002) from the dashboard: chosen on the Train page,
+trained by a worker on a two-class CSV upload, charted (regret for the online learners), and each a point on the
+Compare page's privacy–utility frontier beside DP-SGD."""
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app import data_upload
+from app.compare_table import frontier_points
+from cache import RunStatus
+from engine.jobs.worker import Worker
+from tests.conftest import ROOT
+from tests.test_data_runs_pages import synthetic_csv
+
+MAIN = str(ROOT / "app" / "main.py")
+SCHEMA = {"target": "label", "classes": ["no", "yes"], "numeric": {"age": [17, 100], "income": [0, 250_000]},
+          "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
+
+
+@pytest.fixture
+def upload(home):
+    return data_upload.save_upload(home, file_name="people.csv", data=synthetic_csv(rows=400), raw_schema=SCHEMA,
+                                   label="People")  # fmt: skip
+
+
+def train_page() -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.run()
+    at.switch_page("views/train.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def chart_titles(at: AppTest) -> list[str]:
+    return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
+
+
+def launch(at: AppTest, algorithm: str, dataset: str) -> None:
+    at.selectbox(key="train_algorithm").set_value(algorithm).run()
+    at.selectbox(key="train_dataset").set_value(dataset).run()
+    at.select_slider(key="train_delta").set_value(1e-4).run()
+    if algorithm in ("rwm_online", "rwm_linear"):
+        at.select_slider(key="train_thresholds").set_value(8).run()
+    at.button(key="train").click().run()
+    assert not at.exception, at.exception
+
+
+@pytest.mark.parametrize("algorithm", ["expmech_stumps", "sq_laplace", "rwm_online", "rwm_linear", "aniso_dpsgd"])
+def test_each_new_algorithm_trains_from_the_train_page_and_joins_the_frontier(home, store, upload, algorithm):
+    at = train_page()
+    launch(at, algorithm, upload.dataset)
+    [run] = store.list_runs()
+    assert run.spec["algorithm"] == algorithm and run.spec["dataset"] == upload.dataset
+    Worker(store, data_dirs=[]).run_forever(exit_when_idle=True)
+    run = store.get_run(run.id)
+    assert run.status is RunStatus.FINISHED, run.error
+    assert run.result["epsilon"] <= run.spec["target_epsilon"] + 1e-9  # the tightest accountant, never above
+    at.run()
+    assert not at.exception, at.exception
+    titles = chart_titles(at)
+    assert "Accuracy" in titles and "Cumulative privacy loss ε by accountant" in titles
+    if algorithm.startswith("rwm"):
+        assert "Regret against rounds (private diagnostic)" in titles
+    statement = run.result["privacy_statement"]
+    assert "Lots:" not in statement if algorithm != "aniso_dpsgd" else "Poisson sampling" in statement
+    [point] = frontier_points([run]).to_dict("records")
+    assert point["epsilon"] == pytest.approx(run.result["epsilon"]) and 0 <= point["accuracy"] <= 1
