@@ -103,6 +103,8 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
         figures["diag"] = charts.private_diagnostics_figure(
             frame, color=color, total_steps=total, clip_norm=spec["clip_norm"] if constant_c else None
         )
+        if spec.get("algorithm") == "aniso_dpsgd":  # what is clipped there is the weighted norm
+            figures["diag"].layout.yaxis.title.text = "weighted norm ‖W⁻¹g‖"
     for row in range(0, len(figures), 2):
         for column, (name, figure) in zip(st.columns(2), list(figures.items())[row : row + 2], strict=False):
             figure.update_layout(height=CHART_HEIGHT)

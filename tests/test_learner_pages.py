@@ -63,6 +63,10 @@ def test_each_new_algorithm_trains_from_the_train_page_and_joins_the_frontier(ho
     assert "Accuracy" in titles and "Cumulative privacy loss ε by accountant" in titles
     if algorithm.startswith("rwm"):
         assert "Regret against rounds (private diagnostic)" in titles
+    if algorithm == "aniso_dpsgd":
+        [diagnostics] = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                         if "Private diagnostics" in json.loads(c.proto.spec)["layout"]["title"]["text"]]  # fmt: skip
+        assert diagnostics["layout"]["yaxis"]["title"]["text"] == "weighted norm ‖W⁻¹g‖"
     statement = run.result["privacy_statement"]
     assert "Lots:" not in statement if algorithm != "aniso_dpsgd" else "Poisson sampling" in statement
     [point] = frontier_points([run]).to_dict("records")

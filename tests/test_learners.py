@@ -4,6 +4,7 @@ Statistical tests use fixed seeds, so they are deterministic; each states its fa
 that a correct implementation fails on a fresh seed (ALPHA unless said otherwise).
 """
 
+import json
 import math
 
 import numpy as np
@@ -304,3 +305,22 @@ def test_expmech_and_sq_stop_before_spending_when_asked(easy):
     for spec in (learner_spec("expmech_stumps"), learner_spec("sq_laplace", epochs=5, lr=1.0)):
         result, records = run(spec, easy, should_stop=lambda: True)
         assert result.steps == 0 and [r.step for r in records] == [0] and result.stopped_early
+
+
+def test_learners_run_end_to_end_from_the_cli(home, tmp_path):
+    """`python -m engine train` on a two-class CSV: the exponential mechanism and the private linear learner each
+    report an ε within the target and their privacy statement."""
+    from tests.test_cli import cli, last_json
+    from tests.test_data_runs_pages import synthetic_csv
+
+    csv = tmp_path / "people.csv"
+    csv.write_bytes(synthetic_csv(rows=300))
+    schema = {"target": "label", "classes": ["no", "yes"], "numeric": {"age": [17, 100], "income": [0, 250_000]},
+              "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
+    for algorithm in ("expmech_stumps", "rwm_linear"):
+        spec = tmp_path / f"{algorithm}.json"
+        spec.write_text(json.dumps({"dataset": f"csv:{csv}", "schema": schema, "algorithm": algorithm, "seed": 0,
+                                    "delta": 1e-4, "target_epsilon": 2.0}))  # fmt: skip
+        result = last_json(cli(home, "train", str(spec)))
+        assert result["algorithm"] == algorithm and 0 < result["epsilon"] <= 2.0
+        assert result["steps"] == result["planned_steps"] and "differential privacy" in result["privacy_statement"]
