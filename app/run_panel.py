@@ -225,6 +225,11 @@ def _headline(run: RunRecord, frame) -> None:
         cols[2].metric("ε per query", f"{plan['query_epsilon']:.3g}", help="Laplace scale 1/ε_q on each Σφ.")
     else:
         cols[2].metric("Noise multiplier σ", f"{plan['noise_multiplier']:.3f}" if plan.get("noise_multiplier") else "–")
+    if run.spec.get("algorithm") in LEARNERS:  # no lots: the steps (rounds, iterations) it took instead
+        cols[3].metric(
+            "Steps taken", f"{run.progress_step:,}", help="Rounds (RWM), iterations (SQ) or draws (exp. mech.)."
+        )
+        return
     cols[3].metric(
         "Sampling rate q",
         f"{plan['sampling_rate']:.4f}" if plan.get("sampling_rate") else "–",
