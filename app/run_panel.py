@@ -9,6 +9,7 @@ import streamlit as st
 from app import charts, services, train_baseline
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
+from engine.training.spec import LEARNER_MODELS  # the textbook learners (seed 004)
 
 POLL_SECONDS = 1.0  # a live run's charts redraw every second
 STARTING_POLL_SECONDS = 0.4  # until its first step is plotted: the wait after pressing Train is the one people feel
@@ -96,7 +97,7 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
         )
     if "regret" in frame:
         figures["regret"] = charts.regret_figure(frame, color=color, total_steps=total)
-    elif "train_loss" in frame or spec.get("algorithm") not in LEARNERS:
+    elif "train_loss" in frame or spec.get("algorithm") not in LEARNER_MODELS:
         figures["loss"] = charts.loss_figure(frame, total_steps=total, color=color)
     if spec.get("algorithm") in PER_EXAMPLE_GRADIENTS and spec.get("clipping") != "input":  # no per-example gradient
         constant_c = spec.get("clip_schedule", {"kind": "constant"}).get("kind") == "constant"
@@ -117,7 +118,6 @@ ALGORITHM_TITLES = {"dpsgd": "DP-SGD", "noisy_gd": "noisy GD", "nonprivate": "no
                     "aniso_dpsgd": "anisotropic DP-SGD", "expmech_stumps": "exponential mechanism",
                     "sq_laplace": "SQ via Laplace", "rwm_online": "private RWM",
                     "rwm_linear": "private linear learner"}  # fmt: skip
-LEARNERS = ("expmech_stumps", "sq_laplace", "rwm_online", "rwm_linear")
 PER_EXAMPLE_GRADIENTS = ("dpsgd", "aniso_dpsgd", "noisy_gd")  # the algorithms whose clipping diagnostics exist
 
 
@@ -126,7 +126,7 @@ def spec_caption(spec: dict) -> str:
              ALGORITHM_TITLES.get(spec["algorithm"], spec["algorithm"])]  # fmt: skip
     if "clip_norm" in spec:
         parts.append(f"C={spec['clip_norm']:g}")
-    if spec.get("algorithm") in LEARNERS:
+    if spec.get("algorithm") in LEARNER_MODELS:
         parts += [f"{key} {spec[key]:g}" for key in ("target_epsilon", "thresholds", "rounds", "epochs", "lr")
                   if key in spec]  # fmt: skip
     else:
@@ -225,7 +225,7 @@ def _headline(run: RunRecord, frame) -> None:
         cols[2].metric("ε per query", f"{plan['query_epsilon']:.3g}", help="Laplace scale 1/ε_q on each Σφ.")
     else:
         cols[2].metric("Noise multiplier σ", f"{plan['noise_multiplier']:.3f}" if plan.get("noise_multiplier") else "–")
-    if run.spec.get("algorithm") in LEARNERS:  # no lots: the steps (rounds, iterations) it took instead
+    if run.spec.get("algorithm") in LEARNER_MODELS:  # no lots: the steps (rounds, iterations) it took instead
         cols[3].metric(
             "Steps taken", f"{run.progress_step:,}", help="Rounds (RWM), iterations (SQ) or draws (exp. mech.)."
         )

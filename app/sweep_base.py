@@ -7,7 +7,8 @@ from typing import Any
 
 import streamlit as st
 
-from app.run_panel import ALGORITHM_TITLES, LEARNERS
+from app import train_spec
+from app.run_panel import ALGORITHM_TITLES
 from engine.training import DATASETS
 
 MODELS = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)"}
@@ -39,7 +40,7 @@ def base_form() -> dict[str, Any]:
             key="sweep_base_algorithm",
             help="DP-SGD with sampled lots, full-batch noisy GD, or a non-private baseline.",
         )
-        if algorithm in LEARNERS:
+        if train_spec.learner(algorithm):
             return _learner_base(dataset, algorithm)
         raw: dict[str, Any] = {"dataset": dataset, "model": model, "algorithm": algorithm}
         if algorithm != "nonprivate":
