@@ -80,6 +80,8 @@ def _run_body(run: RunRecord) -> None:
     frame = spent_so_far(services.metrics_frame(run.id), run)
     _progress(run, frame, total)
     _headline(run, frame)
+    if stack := (run.result or {}).get("stack"):
+        st.info(stack_text(stack), icon=":material/stacks:")
     stopped = run.status in (RunStatus.CANCELLED, RunStatus.FAILED)  # the x axis ends where it stopped
     _charts(run, frame, max(run.progress_step, 1) if stopped else total)
     _privacy_details(run)
@@ -183,6 +185,16 @@ def _privacy_details(run: RunRecord) -> None:
         left, right = st.columns([2, 3])
         left.dataframe(table, hide_index=True, width="stretch")
         right.markdown("\n".join(f"- {line}" for line in result["privacy_statement"].splitlines()))
+
+
+def stack_text(stack: dict) -> str:
+    """What training in a vectorized stack means for this run's ε, and what releasing the whole stack costs."""
+    members = stack["members"]
+    return (
+        f"Trained in a vectorized stack of {members} runs (lots drawn from seed {stack['lead_seed']}'s stream). "
+        f"This run's ε is its own; releasing all {members} runs of the stack together costs "
+        f"ε = {epsilon_text(stack['joint_epsilon_rdp'])} (RDP, δ = {stack['joint_delta']:g})."
+    )
 
 
 def spent_so_far(frame: pd.DataFrame, run: RunRecord) -> pd.DataFrame:

@@ -8,9 +8,14 @@ import streamlit as st
 
 from app import run_panel, services
 from app.sweep_grid import SWEEPABLE, GridInputError, check_parameters, grid_spec, label, parse_values, seeds_from
-from engine.jobs.sweep import MAX_SEEDS
+from engine.jobs import settings
+from engine.jobs.sweep import MAX_SEEDS, SweepSubmission
 
 NO_SECOND = ""
+VECTORIZE_HELP = (
+    "Runs with the same data, model, lot size and epochs train as one stacked model that shares each step's "
+    "Poisson lot, each run with its own noise: several times faster, and each run's ε is its own."
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,9 @@ def grid_inputs(base: dict[str, Any]) -> GridChoice:
     name = name_column.text_input(
         "Sweep name (optional)", key="sweep_name", max_chars=200, help="A name to find the sweep by later."
     )
+    vectorize = st.checkbox(
+        "Train compatible points together (vectorized)", value=True, key="sweep_vectorize", help=VECTORIZE_HELP
+    )
     try:
         check_parameters(first, second or None)
         grid = {first: parse_values(f"{label(first)} values", first_text, integer=SWEEPABLE[first].integer)}
@@ -78,7 +86,7 @@ def grid_inputs(base: dict[str, Any]) -> GridChoice:
         return GridChoice(error=str(exc))
     shape = " × ".join(f"{len(values)} {label(key)} values" for key, values in grid.items())
     shape += f" × {len(seeds)} seed{'s' * (len(seeds) > 1)}"
-    return GridChoice(spec=grid_spec(base, grid, seeds, name or ""), shape=shape)
+    return GridChoice(spec=grid_spec(base, grid, seeds, name or "") | {"vectorize": vectorize}, shape=shape)
 
 
 def preview_text(choice: GridChoice, preview: services.SweepPreview) -> str:
@@ -86,4 +94,19 @@ def preview_text(choice: GridChoice, preview: services.SweepPreview) -> str:
     return (
         f"**{preview.runs} runs** ({choice.shape}); {preview.cached} already cached, {preview.active} already "
         f"queued or running: **{to_train} to train**."
+    )
+
+
+def launched_text(submission: SweepSubmission, *, vectorize: bool) -> str:
+    """The confirmation after a launch: what was queued (and how much of it in vectorized stacks), what the store
+    already had."""
+    queued = f"{submission.created} run{'s' * (submission.created != 1)} queued"
+    if submission.stacks:
+        queued += (f", {submission.stacked} of them in {submission.stacks} vectorized "
+                   f"stack{'s' * (submission.stacks > 1)} (K ≤ {settings.stack_max()})")  # fmt: skip
+    elif vectorize and submission.created > 1:
+        queued += " (none in a vectorized stack: only DP-SGD runs with the same data, model, lot size and epochs stack)"
+    return (
+        f"Sweep `{submission.sweep_id}` launched: {queued}; {submission.cached} from the cache, "
+        f"{submission.existing} already queued or running."
     )

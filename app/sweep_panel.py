@@ -1,6 +1,8 @@
 """The sweep panel: a sweep's progress, its privacy–utility frontier and its runs, polling the store
 while runs are queued or running (reads only: a refresh never waits on a worker)."""
 
+from collections import Counter
+
 import streamlit as st
 
 from app import charts, services
@@ -27,6 +29,18 @@ FRONTIER_NOTE = (
 
 def sweep_label(sweep: SweepRecord) -> str:
     return f"{sweep.name or 'unnamed sweep'} · {sweep.id} · {len(sweep.run_ids)} runs"
+
+
+def stacks_text(runs: list[RunRecord]) -> str | None:
+    """How many of a sweep's runs were queued to train in vectorized stacks (None: none were)."""
+    sizes = Counter(run.stack_id for run in runs if run.stack_id)
+    if not sizes:
+        return None
+    return (
+        f"{sum(sizes.values())} of the {len(runs)} runs were queued in {len(sizes)} vectorized "
+        f"stack{'s' * (len(sizes) > 1)}: a stack's runs share each step's Poisson lot but draw their own noise, and "
+        "each run's ε is its own."
+    )
 
 
 def sweep_panel(sweep_id: str, *, spread: str) -> None:
@@ -56,6 +70,8 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
     counts = progress(runs)
     ended = counts[RunStatus.FINISHED] + counts[RunStatus.FAILED] + counts[RunStatus.CANCELLED]
     st.progress(ended / len(runs) if runs else 0.0, text=progress_text(runs))
+    if note := stacks_text(runs):
+        st.caption(note)
     if counts[RunStatus.QUEUED] and not any(w["healthy"] for w in services.worker_health()):
         st.warning("No worker is running: queued runs wait until one starts (`python -m engine worker`).")
     by_id = {run.id: run for run in runs}

@@ -1,5 +1,6 @@
 """`python -m bench [--quick] [--json PATH] [--threads N] [--suite NAME ...]`: run the suites, print a markdown
-table, write JSON. The `opacus` and `memory` suites need the benchmark-only Opacus (`make bench` installs it)."""
+table, write JSON. The `opacus` and `memory` suites need the benchmark-only Opacus (`make bench` installs it).
+Without `--suite`, every suite but the research comparison `aniso` (about 13 minutes; name it to run it)."""
 
 import argparse
 import json
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from bench import accounting, aniso, dashboard, jobs, throughput, utility
+from bench import accounting, aniso, dashboard, jobs, sweep, throughput, utility
 from engine.training import pick_device
 
 
@@ -35,12 +36,14 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "throughput": throughput.run,
     "opacus": _needs_opacus("opacus"),
     "memory": _needs_opacus("memory"),
+    "sweep": sweep.run,
     "accounting": accounting.run,
     "utility": utility.run,
     "jobs": jobs.run,
     "dashboard": dashboard.run,
     "aniso": aniso.run,
 }
+BY_NAME_ONLY = ("aniso",)
 
 
 def _cpu_model() -> str:
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     records: list[dict] = []
     for name, suite in SUITES.items():
-        if args.suite is None or name in args.suite:
+        if (args.suite is None and name not in BY_NAME_ONLY) or (args.suite is not None and name in args.suite):
             records += suite(args.quick)
     elapsed = time.perf_counter() - start
 

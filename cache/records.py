@@ -44,6 +44,7 @@ class RunRecord:
     attempts: int = 0
     requeues_left: int = 0
     imported: bool = False
+    stack_id: str | None = None  # runs sharing it were submitted to train together as one stack
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "RunRecord":
@@ -67,6 +68,7 @@ class RunRecord:
             attempts=row["attempts"],
             requeues_left=row["requeues_left"],
             imported=bool(row["imported"]),
+            stack_id=row["stack_id"],
         )
 
     def summary(self) -> dict[str, Any]:
@@ -81,6 +83,7 @@ class RunRecord:
             "progress_step": self.progress_step,
             "total_steps": self.total_steps,
             "attempts": self.attempts,
+            "stack_id": self.stack_id,
             "engine_version": self.engine_version,
             "error": self.error,
             "spec": self.spec,

@@ -76,5 +76,10 @@ MIGRATIONS: tuple[str, ...] = (
         stop_reason TEXT
     );
     """,
+    # 3: stacks, the runs of a sweep that a worker trains together as one vectorized model
+    """
+    ALTER TABLE runs ADD COLUMN stack_id TEXT;
+    CREATE INDEX runs_by_stack ON runs (stack_id, status);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -5,7 +5,8 @@ WAL mode (readers never block the writer, nor the reverse), a versioned schema m
 `Store` can be shared by threads and processes. Every status change happens inside a
 `BEGIN IMMEDIATE` transaction with a guard on the current status (and owner), so two workers never
 claim one run and a worker written off as lost cannot overwrite what happened to its run since.
-Each change appends to the run's status history (`run_events`).
+Each change appends to the run's status history (`run_events`). Runs that share a stack id were
+submitted to train together; `claim_next_group` claims the queued ones of a stack at once.
 """
 
 import json
@@ -38,6 +39,7 @@ class NewRun:
     engine_version: str
     requeues: int = 0
     plan: dict[str, Any] | None = None  # numbers planned at submission (the worker checks and replaces them)
+    stack: str | None = None  # the stack id of runs to be trained together as one vectorized model
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,7 +132,8 @@ class Store:
         running = status is RunStatus.RUNNING
         db.execute(
             "INSERT INTO runs (id, cache_key, spec_json, engine_version, status, created_at, started_at,"
-            " heartbeat_at, worker, attempts, requeues_left, plan_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " heartbeat_at, worker, attempts, requeues_left, plan_json, stack_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run_id,
                 new.cache_key,
@@ -144,6 +147,7 @@ class Store:
                 int(running),
                 new.requeues,
                 json.dumps(new.plan) if new.plan is not None else None,
+                new.stack,
             ),
         )
         self._event(db, run_id, RunStatus.QUEUED, detail="submitted", at=now)
@@ -284,7 +288,8 @@ class Store:
     # ------------------------------------------------------------------ the queue
 
     def claim_next(self, worker: str) -> RunRecord | None:
-        """Atomically move the oldest queued run to RUNNING for `worker`."""
+        """Atomically move the oldest queued run to RUNNING for `worker` (alone, even if it has a stack:
+        it then trains on its own)."""
         now = time.time()
         with self.transaction(immediate=True) as db:
             row = db.execute(
@@ -292,14 +297,43 @@ class Store:
             ).fetchone()
             if row is None:
                 return None
-            db.execute(
-                "UPDATE runs SET status = ?, worker = ?, started_at = ?, heartbeat_at = ?, attempts = attempts + 1"
-                " WHERE id = ?",
-                (RunStatus.RUNNING.value, worker, now, now, row["id"]),
-            )
-            self._event(db, row["id"], RunStatus.RUNNING, worker=worker, at=now)
-            db.execute("UPDATE workers SET current_run = ?, heartbeat_at = ? WHERE name = ?", (row["id"], now, worker))
+            self._claim(db, [row["id"]], worker=worker, now=now)
         return self.get_run(row["id"])
+
+    def claim_next_group(self, worker: str) -> list[RunRecord]:
+        """Atomically move the oldest queued run to RUNNING for `worker`, with every other queued run of
+        its stack (in submission order): the runs to train together. Empty when the queue is."""
+        now = time.time()
+        with self.transaction(immediate=True) as db:
+            row = db.execute(
+                "SELECT id, stack_id FROM runs WHERE status = ? ORDER BY created_at LIMIT 1",
+                (RunStatus.QUEUED.value,),
+            ).fetchone()
+            if row is None:
+                return []
+            ids = [row["id"]]
+            if row["stack_id"] is not None:
+                ids += [
+                    r["id"]
+                    for r in db.execute(
+                        "SELECT id FROM runs WHERE stack_id = ? AND status = ? AND id != ? ORDER BY created_at, rowid",
+                        (row["stack_id"], RunStatus.QUEUED.value, row["id"]),
+                    )
+                ]
+            self._claim(db, ids, worker=worker, now=now)
+            rows = {r["id"]: r for r in db.execute(f"SELECT * FROM runs WHERE id IN ({_placeholders(ids)})", ids)}
+        return [RunRecord.from_row(rows[i]) for i in ids]
+
+    def _claim(self, db: sqlite3.Connection, ids: Sequence[str], *, worker: str, now: float) -> None:
+        """Queued runs `ids` (checked by the caller, in this transaction) become RUNNING for `worker`."""
+        db.execute(
+            "UPDATE runs SET status = ?, worker = ?, started_at = ?, heartbeat_at = ?, attempts = attempts + 1"
+            f" WHERE id IN ({_placeholders(ids)})",
+            (RunStatus.RUNNING.value, worker, now, now, *ids),
+        )
+        for run_id in ids:
+            self._event(db, run_id, RunStatus.RUNNING, worker=worker, at=now)
+        db.execute("UPDATE workers SET current_run = ?, heartbeat_at = ? WHERE name = ?", (ids[0], now, worker))
 
     def set_plan(self, run_id: str, *, plan: dict[str, Any], total_steps: int) -> None:
         with self.transaction(immediate=True) as db:

@@ -142,3 +142,12 @@ def test_sklearn_baseline(home):
     result = last_json(cli(home, "baseline", "digits"))
     assert result["test_accuracy"] > 0.9 and result["private"] is False
     assert cli(home, "baseline", "nope", check=False).returncode == 2
+
+
+def test_sweep_says_how_many_runs_train_in_vectorized_stacks(home, tmp_path, monkeypatch):
+    monkeypatch.delenv("DPLAB_STACK_MAX", raising=False)  # the default: at most 8 runs a stack
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps({"base": fast_spec(epochs=1), "grid": {"target_epsilon": [1.0, 2.0, 4.0]}}))
+    line = cli(home, "sweep", str(grid)).stdout.strip()
+    assert line.endswith(": 3 runs (3 queued, 0 cached, 0 already queued); 3 of the queued runs in 1 vectorized "
+                         "stack (at most 8 runs each)"), line  # fmt: skip

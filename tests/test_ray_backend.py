@@ -22,7 +22,8 @@ from engine.jobs.worker import Worker
 from engine.training import parse_spec, plan_spec
 from tests.conftest import fast_spec
 
-SWEEP = {"base": fast_spec(epochs=2), "grid": {"noise_multiplier": [1.0, 2.0]}, "seeds": [0, 1]}
+# separate runs on both sides (the local worker would otherwise train the σ grid as one vectorized stack)
+SWEEP = {"base": fast_spec(epochs=2), "grid": {"noise_multiplier": [1.0, 2.0]}, "seeds": [0, 1], "vectorize": False}
 NOT_COMPARED = {"seconds", "elapsed_s"}  # wall-clock times
 
 

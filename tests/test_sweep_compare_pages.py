@@ -97,7 +97,10 @@ def test_sweep_page_widgets_have_help_and_the_defaults_are_valid(home, store):
     assert at.title[0].value == "Sweep"
     keys = {w.key for w in widgets(at)}
     assert {"sweep_first", "sweep_values_target_epsilon", "sweep_second", "sweep_seeds", "sweep_name",
-            "sweep_launch"} <= keys  # fmt: skip
+            "sweep_vectorize", "sweep_launch"} <= keys  # fmt: skip
+    vectorize = at.checkbox(key="sweep_vectorize")
+    assert vectorize.label == "Train compatible points together (vectorized)" and vectorize.value is True
+    assert "Poisson lot" in vectorize.help and "own noise" in vectorize.help and "ε is its own" in vectorize.help
     assert {"sweep_base_dataset", "sweep_base_algorithm", "sweep_base_delta", "sweep_base_clip_norm",
             "sweep_base_lot_size", "sweep_base_epochs", "sweep_base_lr"} <= keys  # fmt: skip
     assert "dataset" not in keys, "the Train page's form keeps its own widgets"
@@ -135,7 +138,8 @@ def test_bad_sweep_values_show_an_error_naming_the_field_and_queue_nothing(home,
     assert store.list_runs() == [] and store.list_sweeps() == []
 
 
-def test_launch_queues_a_sweep_of_every_point_and_seed(home, store):
+def test_launch_queues_a_sweep_of_every_point_and_seed(home, store, monkeypatch):
+    monkeypatch.delenv("DPLAB_STACK_MAX", raising=False)  # the default: at most 8 runs a stack
     at = open_page("sweep")
     at.selectbox(key="sweep_first").set_value("noise_multiplier").run()
     at.text_input(key="sweep_values_noise_multiplier").set_value("1, 2").run()
@@ -153,7 +157,13 @@ def test_launch_queues_a_sweep_of_every_point_and_seed(home, store):
     runs = store.list_runs(sweep_id=sweep.id)
     assert [r.status for r in runs] == [RunStatus.QUEUED] * 12
     assert {r.spec["lot_size"] for r in runs} == {32, 64} and all("target_epsilon" not in r.spec for r in runs)
-    assert any(sweep.id in s.value and "12 runs queued" in s.value for s in at.success)
+    # vectorized by default: one stack per lot size (the lots differ), its 2 σ × 3 seeds together
+    stacks = {r.stack_id for r in runs}
+    assert None not in stacks and len(stacks) == 2
+    assert all(len({r.spec["lot_size"] for r in runs if r.stack_id == s}) == 1 for s in stacks)
+    assert any(sweep.id in s.value and "12 runs queued, 12 of them in 2 vectorized stacks (K ≤ 8); 0 from the cache"
+               in s.value for s in at.success), [s.value for s in at.success]  # fmt: skip
+    assert any(c.value.startswith("12 of the 12 runs were queued in 2 vectorized stacks") for c in at.caption)
     assert at.selectbox(key="sweep_shown").value == sweep.id
     assert any(p.proto.text.startswith("0 / 12 finished · 12 queued") for p in at.get("progress"))
     table = next(d.value for d in at.dataframe if "status" in d.value)
@@ -162,6 +172,42 @@ def test_launch_queues_a_sweep_of_every_point_and_seed(home, store):
 
     at.button(key="sweep_launch").click().run()  # the same grid again: every point is already queued
     assert len(store.list_runs()) == 12 and len(store.list_sweeps()) == 2
+
+
+def test_vectorized_stacks_are_capped_and_can_be_turned_off(home, store, monkeypatch):
+    monkeypatch.setenv("DPLAB_STACK_MAX", "3")
+    at = open_page("sweep")
+    at.selectbox(key="sweep_first").set_value("noise_multiplier").run()
+    at.text_input(key="sweep_values_noise_multiplier").set_value("1, 2").run()
+    at.button(key="sweep_launch").click().run()  # on: 2 σ × 2 seeds share their lots, cut into stacks of ≤ 3
+    assert any("4 runs queued, 3 of them in 1 vectorized stack (K ≤ 3); 0 from the cache" in s.value
+               for s in at.success), [s.value for s in at.success]  # fmt: skip
+    assert sorted(r.stack_id is None for r in store.list_runs()) == [False, False, False, True]
+
+    at.checkbox(key="sweep_vectorize").uncheck().run()
+    at.number_input(key="sweep_seeds").set_value(3).run()  # the 4 queued points again, and 2 new ones
+    at.button(key="sweep_launch").click().run()
+    assert not at.exception, at.exception
+    assert any("2 runs queued; 0 from the cache, 4 already queued or running." in s.value for s in at.success)
+    assert not any("vectorized" in s.value for s in at.success)
+    new = [r for r in store.list_runs() if r.spec["seed"] == 2]
+    assert len(new) == 2 and all(r.stack_id is None for r in new)
+    assert store.list_sweeps()[0].spec["vectorize"] is False
+
+
+def test_a_run_trained_in_a_stack_says_what_releasing_the_stack_costs(trained_store):
+    run = trained_store.list_runs()[0]
+    stack = run.result["stack"]  # the module's tiny σ sweep trained as one stack of 2
+    assert stack["members"] == 2 and run.stack_id is not None
+    at = open_page("runs")
+    at.selectbox(key="open_run").set_value(run.id).run()
+    assert not at.exception, at.exception
+    [note] = [i.value for i in at.info if "vectorized stack" in i.value]
+    assert note == (
+        "Trained in a vectorized stack of 2 runs (lots drawn from seed 0's stream). This run's ε is its own; "
+        f"releasing all 2 runs of the stack together costs ε = {stack['joint_epsilon_rdp']:.3g} (RDP, δ = 1e-05)."
+    )
+    assert stack["joint_epsilon_rdp"] > run.result["epsilon"]
 
 
 def test_frontier_shows_the_finished_runs_and_the_preview_counts_cached_points(trained_store):
@@ -187,7 +233,7 @@ def test_frontier_shows_the_finished_runs_and_the_preview_counts_cached_points(t
     at.number_input(key="sweep_seeds").set_value(1).run()
     assert any("**2 runs**" in i.value and "2 already cached" in i.value and "0 to train" in i.value for i in at.info)
     at.button(key="sweep_launch").click().run()
-    assert any("0 runs queued, 2 from the cache" in s.value for s in at.success)
+    assert any("0 runs queued; 2 from the cache" in s.value for s in at.success)
     assert len(store.list_runs()) == 2
 
 

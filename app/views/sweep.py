@@ -32,10 +32,7 @@ if st.button("Launch sweep", type="primary", key="sweep_launch", disabled=proble
         st.error(f"Cannot launch this sweep: {exc}")
     else:
         st.session_state["sweep_shown"] = submission.sweep_id
-        st.success(
-            f"Sweep `{submission.sweep_id}` launched: {submission.created} runs queued, {submission.cached} from "
-            f"the cache, {submission.existing} already queued or running."
-        )
+        st.success(sweep_form.launched_text(submission, vectorize=choice.spec["vectorize"]))
 
 st.divider()
 st.subheader("Results")

@@ -14,7 +14,7 @@ from engine.jobs.options import split_job_options
 from engine.jobs.queue import answer_from_store, new_run, submit
 from engine.jobs.recording import RunRecorder
 from engine.jobs.run_training import train_claimed
-from engine.jobs.sweep import submit_sweep
+from engine.jobs.sweep import SweepSubmission, submit_sweep
 from engine.jobs.worker import Heartbeat, Worker
 from engine.training import parse_spec
 
@@ -48,7 +48,7 @@ def cmd_train(args: argparse.Namespace, store: Store) -> None:
             print(f"step {record.step}/{recorder_plan.steps}  {eps}", file=sys.stderr, flush=True)
 
     with Heartbeat(store, name, every_s=settings.heartbeat_s()) as heartbeat:
-        heartbeat.run_id = run_id
+        heartbeat.run_ids = (run_id,)
         try:
             recorder_plan = recorder.start()
             result = train_claimed(
@@ -83,8 +83,15 @@ def cmd_sweep(args: argparse.Namespace, store: Store) -> None:
     if args.json:
         emit(submission.to_dict())
     else:
-        print(f"sweep {submission.sweep_id}: {len(submission.run_ids)} runs ({submission.created} queued, "
-              f"{submission.cached} cached, {submission.existing} already queued)")  # fmt: skip
+        counts = f"{submission.created} queued, {submission.cached} cached, {submission.existing} already queued"
+        print(f"sweep {submission.sweep_id}: {len(submission.run_ids)} runs ({counts}){_stacks_note(submission)}")
+
+
+def _stacks_note(submission: SweepSubmission) -> str:
+    if not submission.stacks:
+        return ""
+    return (f"; {submission.stacked} of the queued runs in {submission.stacks} vectorized "
+            f"stack{'s' * (submission.stacks > 1)} (at most {settings.stack_max()} runs each)")  # fmt: skip
 
 
 def backend_of(args: argparse.Namespace) -> str:
@@ -198,7 +205,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_submit, needs_store=True)
 
     p = sub.add_parser("sweep", help="queue a grid of runs (one or two parameters × values × seeds)")
-    p.add_argument("grid", help="path to a grid spec JSON file: {base, grid, seeds, name}")
+    p.add_argument("grid", help="path to a grid spec JSON file: {base, grid, seeds, name, vectorize}")
     p.add_argument("--force", action="store_true", help="queue new runs even for points already cached")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_sweep, needs_store=True)

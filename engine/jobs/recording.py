@@ -1,10 +1,13 @@
 """The store side of a run, wherever it trains: record the plan, compute the other accountants'
 curves beside the run (`BackgroundAccounting`), write metric batches, and end the run with its
-result, its error, or cancelled with the metrics it has (`RunRecorder`)."""
+result, its error, or cancelled with the metrics it has (`RunRecorder`). The runs of a stack start
+together (`start_stack`), so runs with equal privacy ledgers share their curves' computation."""
 
 import logging
 import os
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cache import RunRecord, RunStatus, Store
@@ -33,15 +36,25 @@ def metric_name(accountant_name: str) -> str:
     return f"epsilon_{accountant_name}"
 
 
-class BackgroundAccounting:
-    """Computes the other accountants' ε curves on a grid of steps while the run trains (never on the
-    UI thread), writing each to the store as soon as it is ready. PLD costs ~0.1–1 s a point, so it
-    goes last, one point at a time, and stops with the run."""
+@dataclass(frozen=True, kw_only=True)
+class Curves:
+    """The accountants' curves of one plan's privacy ledger, for every run in `run_ids` (runs of one
+    stack whose plans have equal ledgers and δ: the same numbers, computed once)."""
 
-    def __init__(self, store: Store, run_id: str, plan: TrainingPlan):
-        self.store, self.run_id, self.plan = store, run_id, plan
+    run_ids: tuple[str, ...]
+    plan: TrainingPlan
+
+
+class BackgroundAccounting:
+    """Computes the other accountants' ε curves on a grid of steps while the runs train (never on the
+    UI thread), writing each to the store as soon as it is ready. One thread for all `curves` (the
+    distinct ledgers of a stack take turns), so K runs slow their training no more than one. PLD costs
+    ~0.1–1 s a point, so it goes last, one point at a time, and stops with the runs."""
+
+    def __init__(self, store: Store, curves: Sequence[Curves]):
+        self.store, self.curves = store, tuple(curves)
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"accounting-{run_id}", daemon=True)
+        self.thread = threading.Thread(target=self._run, name=f"accounting-{curves[0].run_ids[0]}", daemon=True)
 
     def __enter__(self) -> "BackgroundAccounting":
         self.thread.start()
@@ -55,31 +68,34 @@ class BackgroundAccounting:
         if self.thread.is_alive():
             self.thread.join()
 
-    def _write(self, name: str, steps, epsilons) -> None:
+    def _write(self, run_ids: Sequence[str], name: str, steps, epsilons) -> None:
         rows = [(int(t), {metric_name(name): float(e)}) for t, e in zip(steps, epsilons, strict=True)]
-        self.store.append_metrics(self.run_id, rows, advance=False)
+        for run_id in run_ids:
+            self.store.append_metrics(run_id, rows, advance=False)
 
     def _run(self) -> None:
         lower_thread_priority(BACKGROUND_NICE)
-        ledger, delta = self.plan.ledger(), self.plan.delta
-        if ledger is None:  # not private: nothing to account
-            return
-        steps = pld.grid(ledger.steps, ACCOUNTANT_GRID_POINTS)
+        ledgers = [(c.run_ids, ledger, c.plan.delta, pld.grid(ledger.steps, ACCOUNTANT_GRID_POINTS))
+                   for c in self.curves if (ledger := c.plan.ledger()) is not None]  # none: not private  # fmt: skip
         try:
             for name in CHEAP_ACCOUNTANTS:
-                if self.stop.is_set():
-                    return
-                try:
-                    curve = accountant(name).curve(ledger, delta=delta, steps=steps)
-                except NotApplicableError:
-                    continue
-                self._write(name, curve.steps, curve.epsilons)
-            for t in steps:
-                if self.stop.is_set():
-                    return
-                self._write("pld", [t], [pld.epsilon_of(ledger.truncated(int(t)), delta=delta)])
-        except Exception:  # best effort beside the run: the final ε of every accountant is computed exactly
-            log.exception("run %s: background accounting failed", self.run_id)
+                for run_ids, ledger, delta, steps in ledgers:
+                    if self.stop.is_set():
+                        return
+                    try:
+                        curve = accountant(name).curve(ledger, delta=delta, steps=steps)
+                    except NotApplicableError:
+                        continue
+                    self._write(run_ids, name, curve.steps, curve.epsilons)
+            for point in range(ACCOUNTANT_GRID_POINTS):
+                for run_ids, ledger, delta, steps in ledgers:
+                    if self.stop.is_set():
+                        return
+                    if point < len(steps):
+                        t = int(steps[point])
+                        self._write(run_ids, "pld", [t], [pld.epsilon_of(ledger.truncated(t), delta=delta)])
+        except Exception:  # best effort beside the runs: the final ε of every accountant is computed exactly
+            log.exception("runs %s: background accounting failed", ", ".join(c.run_ids[0] for c in self.curves))
 
 
 def record_final_epsilons(store: Store, run_id: str, steps: int, epsilons: dict[str, float]) -> None:
@@ -102,10 +118,15 @@ class RunRecorder:
         self.cancel_requested = False
 
     def start(self) -> TrainingPlan:
+        plan = self.record_plan()
+        self.accounting = BackgroundAccounting(self.store, [Curves(run_ids=(self.run.id,), plan=plan)]).__enter__()
+        return plan
+
+    def record_plan(self) -> TrainingPlan:
+        """Plan the run and record the plan; `start` without the background accountants."""
         planned = (self.run.plan or {}).get("noise_multiplier")  # σ planned at submission: checked, not trusted
         plan = plan_spec(parse_spec(self.run.spec), sigma_hint=planned)
         self.store.set_plan(self.run.id, plan=plan.summary(), total_steps=plan.steps)
-        self.accounting = BackgroundAccounting(self.store, self.run.id, plan).__enter__()
         return plan
 
     def write(self, rows: MetricRows) -> bool:
@@ -145,3 +166,23 @@ class RunRecorder:
     def requeue(self, reason: str) -> None:
         self._close()
         self.store.requeue(self.run.id, worker=self.worker, reason=reason)
+
+
+def start_stack(recorders: Sequence[RunRecorder]) -> list[TrainingPlan]:
+    """`start` for the runs of one stack, which end together: each records its plan, then one
+    BackgroundAccounting, which any of them closes, computes the curves of each distinct privacy ledger
+    and δ once (a seed or learning-rate grid has one). Returns the plans, in order."""
+    plans = [recorder.record_plan() for recorder in recorders]
+    groups: list[tuple[Any, TrainingPlan, list[str]]] = []  # (ledger and δ, a plan with them, their runs)
+    for recorder, plan in zip(recorders, plans, strict=True):
+        key = (plan.ledger(), plan.delta)  # compared, not hashed: a composed DP event holds a list
+        same = next((run_ids for other, _, run_ids in groups if other == key), None)
+        if same is None:
+            groups.append((key, plan, [recorder.run.id]))
+        else:
+            same.append(recorder.run.id)
+    curves = [Curves(run_ids=tuple(run_ids), plan=plan) for _, plan, run_ids in groups]
+    accounting = BackgroundAccounting(recorders[0].store, curves).__enter__()
+    for recorder in recorders:
+        recorder.accounting = accounting
+    return plans

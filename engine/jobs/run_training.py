@@ -1,13 +1,14 @@
-"""The training side of a claimed run: parse the stored spec, train, hand per-step metrics out in
-batches, stop when asked. It never imports the store (`cache`), so the very same code runs in a
-local worker and in a Ray task on a host that cannot see the SQLite file."""
+"""The training side of a claimed run (or of a claimed stack of runs trained together): parse the
+stored spec, train, hand per-step metrics out in batches, stop when asked. It never imports the store
+(`cache`), so the very same code runs in a local worker and in a Ray task on a host that cannot see
+the SQLite file."""
 
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.training import StepRecord, TrainingPlan, parse_spec, plan_spec, train
+from engine.training import StackMember, StepRecord, TrainingPlan, parse_spec, plan_spec, train, train_stack
 
 FLUSH_EVERY_S = 0.3
 MetricRows = list[tuple[int, dict[str, float]]]
@@ -62,3 +63,23 @@ def train_claimed(
     )
     batcher.flush()
     return result.to_dict()
+
+
+def train_claimed_stack(
+    specs: Sequence[dict[str, Any]],
+    *,
+    data_dirs: Sequence[Path],
+    sinks: Sequence[Callable[[MetricRows], None]],
+    should_stops: Sequence[Callable[[], bool]],
+    plans: Sequence[TrainingPlan],
+) -> list[dict[str, Any]]:
+    """Train stored (canonical) specs of one stack together (`train_stack`), with the plans the caller
+    made. Member i's per-step metrics go to `sinks[i]` in batches; `should_stops[i]` ends member i
+    alone (one that raises, like StopTraining, stops the whole stack). Returns the members' results
+    as JSON-ready data, in order."""
+    members = [StackMember(spec=parse_spec(spec), plan=plan) for spec, plan in zip(specs, plans, strict=True)]
+    batchers = [MetricBatcher(sink) for sink in sinks]
+    results = train_stack(members, data_dirs=list(data_dirs), on_step=batchers, should_stop=list(should_stops))
+    for batcher in batchers:
+        batcher.flush()
+    return [result.to_dict() for result in results]

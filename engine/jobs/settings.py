@@ -5,6 +5,8 @@
 - `DPLAB_STALE_AFTER_S`: a running run whose heartbeat is older than this is "worker lost" (default 30);
 - `DPLAB_WORKER_NICE`: how much lower a worker's CPU priority is than the dashboard's (default 10, 0 to 19), so
   the dashboard stays responsive while runs train on the same machine;
+- `DPLAB_STACK_MAX`: most runs of a sweep trained together as one stack (default 8, 1 to 64); 1 turns
+  stacking off;
 - `DPLAB_WARMUP`: `0` makes a worker skip its warm-up (engine/jobs/warmup.py) before taking runs;
 - `DPLAB_DATA_DIR`: where datasets are read from before the data home's download folder.
 """
@@ -43,6 +45,11 @@ def stale_after_s() -> float:
 
 def worker_nice() -> int:
     return int(_number("DPLAB_WORKER_NICE", 10, low=0, high=19))
+
+
+def stack_max() -> int:
+    """Most members of a stack (runs trained together as one vectorized model); 1: every run alone."""
+    return int(_number("DPLAB_STACK_MAX", 8, low=1, high=64))
 
 
 def warm_up() -> bool:

@@ -12,22 +12,29 @@ seed) repeats every grid point. Every point is validated as a run spec before an
 and a point's error names the point. Setting `noise_multiplier` or `target_epsilon` in the grid
 replaces the other in the base (they are alternatives). Points answered by the result cache (or
 already queued) join the sweep without training again, unless `force`.
+
+`vectorize` (default true) stacks the new runs: runs whose specs can train together (equal
+`stack_key`: same data, model and lots, e.g. a σ or seed grid; not a grid over the model or the lot
+size) are cut, in grid order, into stacks of at most `DPLAB_STACK_MAX` runs that one worker trains
+as one vectorized model, sharing Poisson lots. A stack of one is an ordinary run; `false` stacks none.
 """
 
 import itertools
 import json
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cache import NewRun, Store
+from engine.jobs import settings
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import answer_from_store, new_run
-from engine.training import SpecError, parse_spec
+from engine.training import RunSpec, SpecError, parse_spec, stack_key
 from engine.training.spec import ALL_KEYS
 
-SWEEP_KEYS = ("name", "base", "grid", "seeds", "on_worker_lost")
+SWEEP_KEYS = ("name", "base", "grid", "seeds", "on_worker_lost", "vectorize")
 MAX_PARAMETERS = 2
 MAX_VALUES = 100
 MAX_SEEDS = 50
@@ -52,10 +59,13 @@ class SweepSubmission:
     created: int
     cached: int
     existing: int  # identical runs already queued or running
+    stacks: int = 0  # stacks (of two runs or more) among the created runs
+    stacked: int = 0  # created runs in those stacks
 
     def to_dict(self) -> dict[str, Any]:
         return {"sweep_id": self.sweep_id, "run_ids": list(self.run_ids), "created": self.created,
-                "cached": self.cached, "existing": self.existing}  # fmt: skip
+                "cached": self.cached, "existing": self.existing, "stacks": self.stacks,
+                "stacked": self.stacked}  # fmt: skip
 
 
 def _is_scalar(value: Any) -> bool:
@@ -71,6 +81,8 @@ def expand_sweep(raw: Any) -> list[SweepPoint]:
         raise SweepError(unknown[0], f"unknown key; allowed keys: {', '.join(SWEEP_KEYS)}")
     if "name" in raw and not (isinstance(raw["name"], str) and len(raw["name"]) <= 200):
         raise SweepError("name", "must be a string of at most 200 characters")
+    if "vectorize" in raw and not isinstance(raw["vectorize"], bool):
+        raise SweepError("vectorize", f"must be true or false, got {json.dumps(raw['vectorize'])}")
     base = raw.get("base")
     if not isinstance(base, Mapping):
         raise SweepError("base", "missing or not a JSON object: the run spec every point starts from")
@@ -110,17 +122,40 @@ def _label(values: dict[str, Any]) -> str:
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in values.items())
 
 
+def assign_stacks(specs: Sequence[RunSpec | None], *, most: int) -> list[str | None]:
+    """The stack id of each run (None: it trains alone). Runs with equal non-None `stack_key` are cut,
+    in order, into chunks of at most `most`; every chunk of two or more gets a fresh id. A None spec
+    (a run not created here) never stacks."""
+    groups: dict[str, list[int]] = {}
+    for position, spec in enumerate(specs):
+        key = stack_key(spec) if spec is not None else None
+        if key is not None:
+            groups.setdefault(key, []).append(position)
+    stacks: list[str | None] = [None] * len(specs)
+    for positions in groups.values():
+        for start in range(0, len(positions), most):
+            chunk = positions[start : start + most]
+            if len(chunk) >= 2:
+                stack_id = "k" + uuid.uuid4().hex[:11]
+                for position in chunk:
+                    stacks[position] = stack_id
+    return stacks
+
+
 def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmission:
-    """Validate every point, then create the sweep and its new runs in one transaction."""
+    """Validate every point, then create the sweep and its new runs (stacked, unless `vectorize` is
+    false) in one transaction."""
     points = expand_sweep(raw)
     members: list[tuple[dict[str, Any], NewRun | str]] = []
+    created: list[RunSpec | None] = []  # the parsed spec of each member this sweep creates
     seen: dict[str, str] = {}
     counts = {"created": 0, "cached": 0, "existing": 0}
     for point in points:
         try:
             training, options = split_job_options({**point.spec, **({"on_worker_lost": raw["on_worker_lost"]}
                                                                      if "on_worker_lost" in raw else {})})  # fmt: skip
-            run = new_run(parse_spec(training), options)
+            parsed = parse_spec(training)
+            run = new_run(parsed, options)
         except SpecError as exc:
             raise SweepError(f"grid point {_label(point.values)}", str(exc)) from None
         if run.cache_key in seen:
@@ -129,10 +164,19 @@ def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmiss
         answer = None if force else answer_from_store(store, run.cache_key)
         if answer is None:
             members.append((point.values, run))
+            created.append(parsed)
             counts["created"] += 1
         else:
             members.append((point.values, answer.run_id))
+            created.append(None)
             counts["cached" if answer.cached else "existing"] += 1
+    stacks = assign_stacks(created, most=settings.stack_max()) if raw.get("vectorize", True) else []
+    for position, stack in enumerate(stacks):
+        values, run = members[position]
+        if stack is not None and isinstance(run, NewRun):
+            members[position] = (values, replace(run, stack=stack))
     spec = {k: raw[k] for k in SWEEP_KEYS if k in raw}
     sweep_id, run_ids = store.create_sweep(spec=spec, name=raw.get("name"), members=members)
-    return SweepSubmission(sweep_id=sweep_id, run_ids=tuple(run_ids), **counts)
+    stacked = [s for s in stacks if s is not None]
+    return SweepSubmission(sweep_id=sweep_id, run_ids=tuple(run_ids), **counts, stacks=len(set(stacked)),
+                           stacked=len(stacked))  # fmt: skip

@@ -1,11 +1,15 @@
 """The local worker loop: claim a queued run, train it, stream metrics to the store in batches, and
 end it finished, failed (with the error) or cancelled (with its metrics).
 
-A heartbeat thread tells the store every `DPLAB_HEARTBEAT_S` that the worker and its run are alive,
+A queued run with a stack id is claimed with the other queued runs of its stack, and they train
+together as one vectorized model (`train_claimed_stack`), each recorded as its own run: a cancel
+stops its run only, while a worker stopping puts them all back in the queue and an error fails them all.
+
+A heartbeat thread tells the store every `DPLAB_HEARTBEAT_S` that the worker and its runs are alive,
 and picks up cancel requests, so a cancel stops the run at the next step even when no metrics are
 due. Any worker also reaps runs whose heartbeat went stale (their worker was killed, ran out of
-memory or lost its machine). SIGTERM/SIGINT put the run in hand back in the queue; a second signal
-stops at once. A worker started by a pool (`parent_pid`) whose pool dies finishes its run and exits.
+memory or lost its machine). SIGTERM/SIGINT put the runs in hand back in the queue; a second signal
+stops at once. A worker started by a pool (`parent_pid`) whose pool dies finishes its runs and exits.
 """
 
 import logging
@@ -16,12 +20,13 @@ import threading
 import time
 import traceback
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from cache import RunRecord, Store
 from engine.jobs import settings
-from engine.jobs.recording import RunRecorder
-from engine.jobs.run_training import StopTraining, train_claimed
+from engine.jobs.recording import RunRecorder, start_stack
+from engine.jobs.run_training import StopTraining, train_claimed, train_claimed_stack
 from engine.training import pick_device
 
 log = logging.getLogger("dplab.worker")
@@ -32,11 +37,11 @@ class Shutdown(Exception):
 
 
 class Heartbeat:
-    """A daemon thread beating for `worker` and its current run every `every_s` seconds."""
+    """A daemon thread beating for `worker` and its current runs (`run_ids`) every `every_s` seconds."""
 
     def __init__(self, store: Store, worker: str, *, every_s: float):
         self.store, self.worker, self.every_s = store, worker, every_s
-        self.run_id: str | None = None
+        self.run_ids: tuple[str, ...] = ()
         self.cancelled: set[str] = set()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._beat, name=f"heartbeat-{worker}", daemon=True)
@@ -50,8 +55,7 @@ class Heartbeat:
         self.thread.join()
 
     def beat(self) -> None:
-        run_id = self.run_id
-        self.cancelled |= self.store.heartbeat(self.worker, [run_id] if run_id else [])
+        self.cancelled |= self.store.heartbeat(self.worker, list(self.run_ids))
 
     def _beat(self) -> None:
         while not self.stop.wait(self.every_s):
@@ -89,13 +93,13 @@ class Worker:
                     if time.monotonic() - last_reap > settings.stale_after_s() / 4:
                         self.reap_stale_runs()
                         last_reap = time.monotonic()
-                    if self.run_one() is None:
+                    runs = self.run_next()
+                    if not runs:
                         if exit_when_idle:
                             reason = "queue empty"
                             break
                         time.sleep(poll_s)
-                    else:
-                        processed += 1
+                    processed += len(runs)
         except Shutdown:
             log.info("stopped")
         finally:
@@ -121,11 +125,24 @@ class Worker:
         return recorder.cancel_requested or recorder.run.id in self.heartbeat.cancelled
 
     def run_one(self) -> RunRecord | None:
-        run = self.store.claim_next(self.name)
-        if run is None:
-            return None
+        """Claim and train the next run (with the rest of its stack); returns it as it ended (a stack's
+        first run), None when the queue is empty."""
+        runs = self.run_next()
+        return runs[0] if runs else None
+
+    def run_next(self) -> list[RunRecord]:
+        """Claim and train the next run, or the queued runs of its stack together; returns them as they
+        ended, in order (empty when the queue is)."""
+        runs = self.store.claim_next_group(self.name)
+        if len(runs) == 1:
+            self._train_one(runs[0])
+        elif runs:
+            self._train_stack(runs)
+        return [self.store.get_run(run.id) for run in runs]
+
+    def _train_one(self, run: RunRecord) -> None:
         log.info("run %s: claimed", run.id)
-        self.heartbeat.run_id = run.id
+        self.heartbeat.run_ids = (run.id,)
         recorder = RunRecorder(self.store, run, worker=self.name)
         try:
             plan = recorder.start()
@@ -140,6 +157,32 @@ class Worker:
             recorder.failed(f"{type(exc).__name__}: {exc}")
             log.error("run %s failed:\n%s", run.id, traceback.format_exc())
         finally:
-            self.heartbeat.run_id = None
+            self.heartbeat.run_ids = ()
             self.heartbeat.cancelled.discard(run.id)
-        return self.store.get_run(run.id)
+
+    def _train_stack(self, runs: Sequence[RunRecord]) -> None:
+        """The runs of one stack, trained together: each ends on its own recorder; a worker stopping
+        requeues them all, any error fails them all."""
+        ids = [run.id for run in runs]
+        log.info("runs %s: claimed as one stack", ", ".join(ids))
+        self.heartbeat.run_ids = tuple(ids)
+        recorders = [RunRecorder(self.store, run, worker=self.name) for run in runs]
+        try:
+            plans = start_stack(recorders)
+            results = train_claimed_stack([run.spec for run in runs], data_dirs=self.data_dirs, plans=plans,
+                                          sinks=[r.write for r in recorders],
+                                          should_stops=[partial(self._should_stop, r) for r in recorders])  # fmt: skip
+            for recorder, result in zip(recorders, results, strict=True):
+                log.info("run %s: %s", recorder.run.id, recorder.finished(result).value)
+        except (StopTraining, Shutdown):
+            for recorder in recorders:
+                recorder.requeue("worker stopping")
+            log.info("runs %s: put back in the queue (worker stopping)", ", ".join(ids))
+            self.stopping = True
+        except Exception as exc:  # the whole stack failed: recorded on each of its runs, the worker goes on
+            for recorder in recorders:
+                recorder.failed(f"{type(exc).__name__}: {exc}")
+            log.error("runs %s failed:\n%s", ", ".join(ids), traceback.format_exc())
+        finally:
+            self.heartbeat.run_ids = ()
+            self.heartbeat.cancelled.difference_update(ids)

@@ -4,6 +4,7 @@ from engine.training.algorithms import describe_algorithms
 from engine.training.datasets import DATASETS, Dataset, DatasetError, dataset_info, load_dataset
 from engine.training.plan import TrainingPlan, plan_run, plan_spec, steps_for
 from engine.training.spec import Algorithm, RunSpec, SpecError, parse_spec, spec_dataset_info
+from engine.training.stacked import StackError, StackMember, stack_key, train_stack
 from engine.training.trainer import StepRecord, TrainResult, pick_device, train
 
 __all__ = [
@@ -13,6 +14,8 @@ __all__ = [
     "DatasetError",
     "RunSpec",
     "SpecError",
+    "StackError",
+    "StackMember",
     "StepRecord",
     "TrainResult",
     "TrainingPlan",
@@ -24,6 +27,8 @@ __all__ = [
     "plan_run",
     "plan_spec",
     "spec_dataset_info",
+    "stack_key",
     "steps_for",
     "train",
+    "train_stack",
 ]

@@ -99,8 +99,15 @@ def clip_factors(norms: Tensor, clip_norm: float | Sequence[float]) -> Tensor:
     to its own threshold (per-layer clipping)."""
     if isinstance(clip_norm, float | int):
         return (_safe_thresholds((float(clip_norm),), norms.dtype)[0] / norms).clamp_(max=1.0)
-    safe = torch.tensor(_safe_thresholds(tuple(clip_norm), norms.dtype), dtype=norms.dtype, device=norms.device)
+    safe = constant_tensor(_safe_thresholds(tuple(clip_norm), norms.dtype), norms.dtype, norms.device)
     return torch.div(safe, norms).clamp_(max=1.0)
+
+
+@functools.lru_cache(maxsize=256)
+def constant_tensor(values: tuple[float, ...], dtype: torch.dtype, device: torch.device) -> Tensor:
+    """A small tensor of public constants, made once per (values, dtype, device): no host-to-device copy per
+    step. Callers must not write to it."""
+    return torch.tensor(values, dtype=dtype, device=device)
 
 
 def per_layer_thresholds(clip_norm: float, n_layers: int) -> tuple[float, ...]:

@@ -35,25 +35,32 @@ PARALLEL_NOISE_MIN = 1 << 16  # coordinates; below this one draw on one thread i
 
 
 def add_gaussian_noise(grads: list[Tensor], std: float, generator: torch.Generator) -> list[Tensor]:
-    """Add N(0, std²) to every coordinate, in place (one noise buffer per tensor, no other temporaries).
+    """Add N(0, std²) to every coordinate, in place (one noise buffer per tensor, no other temporaries)."""
+    for g in grads:
+        noise = torch.empty_like(g)
+        fill_gaussian_noise(noise, std, generator, chunks=_noise_chunks(g))
+        g.add_(noise)
+    return grads
+
+
+def fill_gaussian_noise(buffer: Tensor, std: float, generator: torch.Generator, *, chunks: int | None = None) -> Tensor:
+    """Overwrite a contiguous `buffer` with N(0, std²) draws: the very draws `add_gaussian_noise` adds to a
+    tensor of its shape from the same generator state (the vectorized sweeps fill one member's slice).
 
     torch's CPU sampler runs on one thread (~7 ms for 800k coordinates here), so a large tensor on a
     multi-core CPU is drawn in chunks on parallel threads, each chunk from its own generator seeded by
     `generator`: still i.i.d. Gaussian, and still a deterministic function of the seed."""
-    for g in grads:
-        chunks = _noise_chunks(g)
-        if chunks == 1:
-            g.add_(torch.empty_like(g).normal_(0.0, std, generator=generator))
-            continue
-        seeds = torch.randint(0, 2**62, (chunks,), generator=generator, device=generator.device).tolist()
-        parts = g.view(-1).chunk(chunks)
+    chunks = _noise_chunks(buffer) if chunks is None else chunks
+    if chunks == 1:
+        return buffer.normal_(0.0, std, generator=generator)
+    seeds = torch.randint(0, 2**62, (chunks,), generator=generator, device=generator.device).tolist()
+    parts = buffer.view(-1).chunk(chunks)
 
-        def draw(k: int, parts=parts, seeds=seeds) -> None:
-            part_generator = torch.Generator().manual_seed(seeds[k])
-            parts[k].add_(torch.empty_like(parts[k]).normal_(0.0, std, generator=part_generator))
+    def draw(k: int) -> None:
+        parts[k].normal_(0.0, std, generator=torch.Generator().manual_seed(seeds[k]))
 
-        list(_noise_pool(chunks).map(draw, range(chunks)))
-    return grads
+    list(_noise_pool(chunks).map(draw, range(chunks)))
+    return buffer
 
 
 def _noise_chunks(g: Tensor) -> int:

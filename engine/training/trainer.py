@@ -79,6 +79,7 @@ class TrainResult:
     stopped_early: bool
     seconds: float
     device: str
+    stack: dict | None = None  # trained in a vectorized stack (`engine.training.stacked`): size, lead seed, joint ε
 
     def to_dict(self) -> dict:
         return asdict(self)
