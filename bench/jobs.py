@@ -101,16 +101,27 @@ def _kill_latencies(home: Path) -> tuple[float, float]:
         killed = time.monotonic()
         _wait(lambda: store.get_run(pooled).status is RunStatus.FAILED)
         pool_s = time.monotonic() - killed
-        alone = submit(store, parse_spec(tiny_spec(5001, epochs=500))).run_id
-        lone = _worker(home, "--once")
-        victim = _wait(lambda: _running(store, alone))
+    finally:
+        _stop(pool)
+    # a lone worker takes the run (no pool running to race it for the claim); once it trains, a pool starts as
+    # the reaper and registers; then the lone worker is killed and the pool's worker reaps its stale run
+    alone = submit(store, parse_spec(tiny_spec(5001, epochs=500))).run_id
+    lone = _worker(home, "--once")
+    reaper = None
+    try:
+        _wait(lambda: _running(store, alone))
+        started = time.time()
+        reaper = _worker(home, "--workers", "1")
+        _wait(lambda: any(w.pid != lone.pid and w.started_at >= started for w in store.list_workers()))
         lone.kill()
         lone.wait()
         killed = time.monotonic()
-        _wait(lambda: store.get_run(alone).status is RunStatus.FAILED)  # reaped by the pool's new worker
+        _wait(lambda: store.get_run(alone).status is RunStatus.FAILED)
         stale_s = time.monotonic() - killed
     finally:
-        _stop(pool)
+        lone.kill()
+        if reaper is not None:
+            _stop(reaper)
     return pool_s, stale_s
 
 
