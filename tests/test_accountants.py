@@ -220,6 +220,8 @@ def test_out_of_range_arguments_are_named_errors(bad):
     steps=st.integers(1, 3000),
     delta=st.floats(1e-8, 1e-3),
 )
+@example(q=0.001, sigma=7.0, steps=118, delta=1e-3)  # RDP 0, PLD 1.016e-3 at Δ = 1e-3: its first grid point
+@example(q=0.001, sigma=4.375, steps=310, delta=1e-3)  # RDP 3.59e-3, PLD 5.59e-3 at Δ = 1e-3, 1.54e-3 at Δ = 1e-4
 def test_properties_over_the_argument_space(q, sigma, steps, delta):
     ledger = dpsgd_ledger(q, sigma, steps)
     grid = np.unique(np.linspace(1, steps, 5).astype(int))
@@ -228,9 +230,11 @@ def test_properties_over_the_argument_space(q, sigma, steps, delta):
         assert np.all(np.diff(eps) >= -1e-12), f"{name}: ε decreased as steps were added"
         assert np.all(eps >= 0)
     final = panel(ledger, delta=delta, names=("rdp", "pld")).final()
-    # PLD ≤ RDP, up to PLD's pessimistic discretization: it overshoots by about one interval, a little more near
-    # ε ≈ 0 where it cannot go below its first grid point (q=0.001, σ=7, 118 steps, δ=1e-3: RDP 0, PLD 1.016e-3).
-    assert final["pld"] <= final["rdp"] + 2 * pld.GRID_DISCRETIZATION
+    # PLD ≤ RDP up to PLD's pessimistic discretization, an overshoot that shrinks with the interval Δ: near ε ≈ 0
+    # (the examples above) it exceeds RDP by more than one interval, so there the check is repeated at Δ/10.
+    if final["pld"] > final["rdp"] + pld.GRID_DISCRETIZATION:
+        finer = pld.GRID_DISCRETIZATION / 10
+        assert pld.epsilon_of(ledger, delta=delta, discretization=finer) <= final["rdp"] + 2 * finer
     more_noise = panel(dpsgd_ledger(q, sigma * 1.5, steps), delta=delta, names=("rdp",)).final()["rdp"]
     assert more_noise <= final["rdp"] + 1e-12
 
