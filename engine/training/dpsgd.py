@@ -154,9 +154,14 @@ def _index_tensor(indices: tuple[int, ...], device: torch.device) -> Tensor:
 def norm_quantiles(norms: Tensor) -> tuple[float, ...]:
     """`GRAD_NORM_QUANTILES` of the per-example norms: one sort of n values, six of them read back
     (torch.quantile does the same work with several times the per-call overhead on small lots)."""
-    indices, weights = quantile_positions(len(norms))
-    bounds = torch.sort(norms.detach()).values[_index_tensor(indices, norms.device)].tolist()
-    return tuple(lo + (hi - lo) * w for lo, hi, w in zip(bounds[::2], bounds[1::2], weights, strict=True))
+    return norm_quantiles_by_row(norms[None])[0]
+
+
+def norm_quantiles_by_row(norms: Tensor) -> list[tuple[float, ...]]:
+    """`norm_quantiles` of each row of a (K, n) tensor (the members of a vectorized stack): one sort, one read."""
+    indices, weights = quantile_positions(norms.shape[1])
+    rows = torch.sort(norms.detach(), dim=1).values[:, _index_tensor(indices, norms.device)].tolist()
+    return [tuple(lo + (hi - lo) * w for lo, hi, w in zip(b[::2], b[1::2], weights, strict=True)) for b in rows]
 
 
 def stats_of(clipped: ClippedSum, n: int) -> StepStats:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.privacy import panel, privacy_statement, rdp_curve
+from engine.privacy import Panel, PrivacyLedger, panel, privacy_statement, rdp_curve
 from engine.training import scatternet
 from engine.training.aniso import DEFAULT_MAX_RATIO, DEFAULT_SMOOTHING, AnisoDPSGD, aniso_dpsgd_step
 from engine.training.clipping import make_clipper
@@ -257,7 +257,9 @@ def make_step(
     )  # fmt: skip
 
 
-def result_of(plan: TrainingPlan, spec: RunSpec, *, accuracy, loss, steps_done, seconds, device) -> TrainResult:
+def result_of(plan: TrainingPlan, spec: RunSpec, *, accuracy, loss, steps_done, seconds, device,
+              panel_of: Callable[[PrivacyLedger, float], Panel] | None = None) -> TrainResult:  # fmt: skip
+    """The run's result; `panel_of(ledger, δ)` (default `panel`) gives every accountant's ε of the steps taken."""
     common = dict(
         algorithm=spec.algorithm, private=plan.private, test_accuracy=accuracy, test_loss=loss,
         sampling_rate=plan.sampling_rate, steps=steps_done, planned_steps=plan.steps,
@@ -269,7 +271,7 @@ def result_of(plan: TrainingPlan, spec: RunSpec, *, accuracy, loss, steps_done, 
         return TrainResult(**common, epsilon=None, delta=None, noise_multiplier=None, accountant=None, epsilons={},
                            best_order=None, order_at_edge=False, privacy_statement=statement)  # fmt: skip
     ledger = plan.ledger(steps_done)
-    accounts = panel(ledger, delta=plan.delta)
+    accounts = panel_of(ledger, plan.delta) if panel_of is not None else panel(ledger, delta=plan.delta)
     lots = not plan.full_batch and plan.learner_step is None  # the learners draw no lots
     statement = privacy_statement(ledger=ledger, panel=accounts, dataset_size=plan.n_train,
                                   lot_size=plan.lot_size if lots else None)  # fmt: skip

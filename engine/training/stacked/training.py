@@ -6,16 +6,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.privacy import PrivacyLedger, Release, dpsgd_step_event, rdp_curve, rdp_epsilon
+from engine.privacy import PrivacyLedger, Release, dpsgd_step_event, panel, rdp_curve, rdp_epsilon
 from engine.training.clipping import constant_tensor
 from engine.training.datasets import Dataset
-from engine.training.dpsgd import GRAD_NORM_QUANTILES, fill_gaussian_noise, quantile_positions, sample_poisson_lot
+from engine.training.dpsgd import fill_gaussian_noise, norm_quantiles_by_row, sample_poisson_lot
 from engine.training.optimizers import DEFAULT_MOMENTUM, OptimizerName
 from engine.training.plan import TrainingPlan
 from engine.training.spec import Algorithm, RunSpec
@@ -110,7 +111,8 @@ def train_stack(
         raise ValueError(f"plan is for N={lead.plan.n_train} but {lead.spec.dataset} has N={len(data.x_train)}")
     note = stack_note(k_all, lead.spec.seed, lead.plan.sampling_rate)
     plans = [replace(m.plan, notes=(*m.plan.notes, note)) for m in members]
-    curves = [rdp_curve(p.ledger(), delta=p.delta, steps=np.arange(p.steps + 1)).epsilons for p in plans]
+    rdp_of = PerLedger(lambda ledger, delta: rdp_curve(ledger, delta=delta, steps=np.arange(ledger.steps + 1)))
+    curves = [rdp_of(p.ledger(), p.delta).epsilons for p in plans]
 
     x_train, x_test = input_arrays(lead.spec, data, cache_dir=Path(data_dirs[-1]) if data_dirs else None,
                                    device=device)  # fmt: skip
@@ -180,11 +182,11 @@ def train_stack(
     delta = min(p.delta for p in plans)
     stack = {"members": k_all, "lead_seed": lead.spec.seed, "sampling_rate": plan0.sampling_rate,
              "joint_epsilon_rdp": rdp_epsilon(joint.dp_event(), delta=delta)[0], "joint_delta": delta}  # fmt: skip
-    results = []
+    results, panel_of = [], PerLedger(lambda ledger, delta: panel(ledger, delta=delta))
     for k, (m, plan) in enumerate(zip(members, plans, strict=True)):
         accuracy, loss, steps_done = outcome[k]
         result = result_of(plan, m.spec, accuracy=accuracy, loss=loss, steps_done=steps_done, seconds=seconds,
-                           device=device)  # fmt: skip
+                           device=device, panel_of=panel_of)  # fmt: skip
         results.append(replace(result, stack={**stack, "position": k}))
     return results
 
@@ -227,6 +229,24 @@ class StackInputs:
             self.train, self.test = self.train[alive], self.test[alive]
 
 
+class PerLedger:
+    """`compute(ledger, δ)` once per distinct (ledger, δ): members with equal ledgers (a learning-rate, C or
+    seed grid) share the numbers. Ledgers are compared, not hashed (a composed DP event holds a list)."""
+
+    def __init__(self, compute: Callable[[PrivacyLedger, float], Any]):
+        self.compute = compute
+        self.done: list[tuple[tuple[PrivacyLedger, float], Any]] = []
+
+    def __call__(self, ledger: PrivacyLedger, delta: float) -> Any:
+        key = (ledger, delta)
+        for seen, value in self.done:
+            if seen == key:
+                return value
+        value = self.compute(ledger, delta)
+        self.done.append((key, value))
+        return value
+
+
 def _clipped_sum_in_chunks(clipper: StackedClipper, x: Tensor, y: Tensor, clip_norms: list[float],
                            chunk: int | None, *, per_member: bool) -> StackedClippedSum:  # fmt: skip
     if chunk is None or len(y) <= chunk:
@@ -264,15 +284,13 @@ def _step_records(step: int, plan: TrainingPlan, clipped: StackedClippedSum, eps
     common = dict(step=step, epoch=plan.epoch_of(step), lot_size=n, elapsed_s=elapsed)
     if not n:
         return [dict(common, epsilon=float(e)) for e in epsilons]
-    indices, weights = quantile_positions(n, GRAD_NORM_QUANTILES)
-    bounds = torch.sort(clipped.norms, dim=1).values[:, list(indices)].tolist()
+    quantiles = norm_quantiles_by_row(clipped.norms)
     loss = (clipped.loss_sum / n).tolist()
     fraction = clipped.clipped.float().mean(dim=1).tolist()
     accuracy = (clipped.correct.double() / n).tolist()
     records = []
     for row, epsilon in enumerate(epsilons):
-        b = bounds[row]
-        p10, p50, p90 = (lo + (hi - lo) * w for lo, hi, w in zip(b[::2], b[1::2], weights, strict=True))
+        p10, p50, p90 = quantiles[row]
         records.append(dict(common, epsilon=float(epsilon), train_loss=loss[row], clip_fraction=fraction[row],
                             grad_norm_p10=p10, grad_norm_p50=p50, grad_norm_p90=p90,
                             train_accuracy=accuracy[row]))  # fmt: skip
