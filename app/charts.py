@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from app.safe_text import plotly_text
 from engine.privacy import UNBOUNDED_EPSILON, epsilon_text
 
 RUN_COLOR = "#4C78A8"
@@ -260,7 +261,18 @@ LOG_TICKS = [m * 10.0**e for e in range(-3, 4) for m in (1, 2, 5)]  # 0.001, 0.0
 
 
 def _value_text(value: object) -> str:
-    return f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
+    """A grid value as a label: numbers by `g`, anything else (a sweep made elsewhere) as text, HTML-escaped."""
+    return f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool) else plotly_text(value)
+
+
+def _hover_data(frame: pd.DataFrame, columns: list[str], *, texts: list[str]) -> object:
+    """`columns` of `frame` as a trace's customdata, the `texts` columns as escaped labels (None when empty)."""
+    if not len(frame):
+        return None
+    data = frame[columns].copy()
+    for column in dict.fromkeys(texts):
+        data[column] = data[column].map(_value_text)
+    return data.to_numpy()
 
 
 def _comparison_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
@@ -305,12 +317,12 @@ def sweep_frontier_figure(
     of the `second` parameter, coloured by its place in `series` (the grid's order), so a line keeps its
     colour while the sweep fills in; points are labelled with the `first` parameter's value."""
     labels = labels or {}
-    name_of = labels.get(first, first)
+    name_of = plotly_text(labels.get(first, first))  # grid keys and values of a sweep made elsewhere: any text
     fig = go.Figure()
     if second is None:
         groups = [("mean over seeds", summary, points)]
     else:
-        groups = [(f"{labels.get(second, second)} = {_value_text(v)}", summary[summary[second] == v],
+        groups = [(f"{plotly_text(labels.get(second, second))} = {_value_text(v)}", summary[summary[second] == v],
                    points[points[second] == v]) for v in series]  # fmt: skip
     for index, (name, line, runs) in enumerate(groups):
         color = RUN_PALETTE[index % len(RUN_PALETTE)]
@@ -323,7 +335,7 @@ def sweep_frontier_figure(
                 name=f"{name} (each run)",
                 legendgroup=name,
                 showlegend=False,
-                customdata=runs[["run", "seed"]].to_numpy() if len(runs) else None,
+                customdata=_hover_data(runs, ["run", "seed"], texts=["run", "seed"]),
                 hovertemplate="run %{customdata[0]}, seed %{customdata[1]}<br>ε %{x:.3f} · accuracy %{y:.3f}"
                 "<extra></extra>",
             )
@@ -341,7 +353,7 @@ def sweep_frontier_figure(
                 error_y=_spread_bars(line, color),
                 name=name,
                 legendgroup=name,
-                customdata=line[[first, "seeds", "low", "high"]].to_numpy() if len(line) else None,
+                customdata=_hover_data(line, [first, "seeds", "low", "high"], texts=[first]),
                 hovertemplate=f"{name_of} %{{customdata[0]}}<br>ε %{{x:.3f}} · mean accuracy %{{y:.3f}}<br>"
                 "spread %{customdata[2]:.3f}–%{customdata[3]:.3f} over %{customdata[1]} seed(s)<extra></extra>",
             )
@@ -373,8 +385,8 @@ def runs_overlay_figure(
                 y=data[column],
                 mode="lines",
                 line={"color": run_color(run_id), "width": 2},
-                name=run_id,
-                hovertemplate=f"{run_id}<br>{x_column} %{{x:.3g}} · %{{y:.3f}}<extra></extra>",
+                name=plotly_text(run_id),
+                hovertemplate=f"{plotly_text(run_id)}<br>{x_column} %{{x:.3g}} · %{{y:.3f}}<extra></extra>",
             )
         )
     return _comparison_layout(fig, title, "epochs" if x == "epoch" else "step", y_title)
@@ -389,12 +401,12 @@ def runs_frontier_figure(points: pd.DataFrame) -> go.Figure:
                 x=[row.epsilon],
                 y=[row.accuracy],
                 mode="markers+text",
-                text=[row.run],
+                text=[plotly_text(row.run)],
                 textposition="top center",
                 textfont={"size": 10},
                 marker={"color": run_color(row.run), "size": 12, "line": {"width": 1, "color": "white"}},
-                name=row.run,
-                hovertemplate=f"{row.label}<extra></extra>",
+                name=plotly_text(row.run),
+                hovertemplate=f"{plotly_text(row.label)}<extra></extra>",  # a label holds the run's dataset and model
             )
         )
     _comparison_layout(fig, "Privacy–utility frontier of the selected runs", FRONTIER_X_TITLE, "test accuracy")
@@ -460,7 +472,12 @@ def run_accuracy_figure(
                              line={"color": color, "width": 2}, name="test set"))  # fmt: skip
     for label, accuracy in references:
         _hline(
-            fig, accuracy, color=REFERENCE_COLOR, text=f"{label}: {accuracy:.3f}", position="bottom left", font_size=10
+            fig,
+            accuracy,
+            color=REFERENCE_COLOR,
+            text=f"{plotly_text(label)}: {accuracy:.3f}",
+            position="bottom left",
+            font_size=10,
         )
     fig.update_yaxes(range=[0, 1.02])
     fig.update_layout(height=340, showlegend=True, legend=BOTTOM_LEGEND, margin={"l": 10, "r": 10, "t": 40, "b": 10})

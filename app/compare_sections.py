@@ -4,6 +4,7 @@ with its CSV download, and deleting runs behind a confirmation."""
 import streamlit as st
 
 from app import charts, compare_table, services
+from app.safe_text import literal
 from cache import RunRecord, StoreError
 
 MAX_LISTED = 2000
@@ -117,7 +118,7 @@ def delete(runs: list[RunRecord]) -> None:
     run_ids = [run.id for run in runs]
     problem = services.why_not_deletable(run_ids)
     if problem:
-        st.error(f"Cannot delete the selection: {problem}")
+        st.error(f"Cannot delete the selection: {literal(problem)}")
     confirmed = st.checkbox(
         f"Yes, permanently delete the {len(run_ids)} selected run(s) with their metrics",
         key="compare_confirm_delete",
@@ -139,7 +140,7 @@ def _delete(run_ids: list[str]) -> None:
     try:
         count = services.delete_stored_runs(run_ids)
     except StoreError as exc:
-        st.session_state["compare_notice"] = ("error", f"Nothing was deleted: {exc}")
+        st.session_state["compare_notice"] = ("error", f"Nothing was deleted: {literal(exc)}")
         return
     st.session_state["compare_runs"] = [i for i in st.session_state.get("compare_runs", []) if i not in run_ids]
     st.session_state["compare_confirm_delete"] = False

@@ -3,12 +3,12 @@
 
 import json
 import math
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pandas as pd
 
+from app.safe_text import csv_bytes, timestamp_text
 from app.sweep_frontier import finite_epsilon
 from cache import RunRecord, RunStatus
 from engine.privacy import is_unbounded
@@ -39,19 +39,26 @@ def filter_runs(runs: Iterable[RunRecord], chosen: dict[str, Sequence[str]]) -> 
     return [run for run in runs if all(not want or FILTERS[name](run) in want for name, want in chosen.items())]
 
 
+IMPORTED_MARK = " · imported"  # ends the label of a run imported from an archive: computed elsewhere
+
+
 def _number(value: Any, spec: str) -> str:
-    return format(value, spec) if isinstance(value, int | float) else "–"
+    return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
 
 
 def run_label(run: RunRecord) -> str:
-    """How a run reads in a selection: id, data/model, ε spent and accuracy (or its status)."""
+    """How a run reads in a selection (plain text): id, data/model, ε spent and accuracy (or its status), and
+    whether it was imported."""
     base = f"{run.id} · {run.spec.get('dataset', '?')}/{run.spec.get('model', '?')}"
-    if run.result is None:
-        return f"{base} · {run.status.value}"
-    epsilon = finite_epsilon(run)
-    shown_epsilon = _number(epsilon, ".2f") if run.spec.get("delta") else "∞ (non-private)"
+    mark = IMPORTED_MARK if run.imported else ""
+    result = run.result if isinstance(run.result, dict) else None
+    if result is None:
+        return f"{base} · {run.status.value}{mark}"
+    delta = run.spec.get("delta")
+    private = isinstance(delta, int | float) and not isinstance(delta, bool) and delta != 0
+    shown_epsilon = _number(finite_epsilon(run), ".2f") if private else "∞ (non-private)"
     status = "" if run.status is RunStatus.FINISHED else f" · {run.status.value}"
-    return f"{base} · ε {shown_epsilon} · acc {_number(run.result.get('test_accuracy'), '.3f')}{status}"
+    return f"{base} · ε {shown_epsilon} · acc {_number(result.get('test_accuracy'), '.3f')}{status}{mark}"
 
 
 def _cell(value: Any) -> Any:
@@ -60,26 +67,40 @@ def _cell(value: Any) -> Any:
     return value
 
 
+def _epsilon_cell(value: Any) -> Any:
+    """An accountant's ε as a cell: inf where there is no finite bound (not 1.8e308)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return math.inf if is_unbounded(value) else value
+    return _cell(value)
+
+
+OWN_COLUMNS = ("run", "status", "imported", "created", "engine_version", "error")
+
+
 def runs_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
-    """One row per run: id, status, data, model and algorithm, the headline results (ε spent, test
-    accuracy), every other spec key any of them has (in the spec's order), every other result field
-    (the ε of each accountant as `epsilon_<name>`), then when and by which engine it ran."""
-    spec_keys = list(dict.fromkeys(k for k in (*FIRST_SPEC_KEYS, *ALL_KEYS) if any(k in run.spec for run in runs)))
+    """One row per run: id, status, whether it was imported, data, model and algorithm, the headline results
+    (ε spent, test accuracy), every other spec key any of them has (this engine's in the spec's order, then any
+    other), every other result field (the ε of each accountant as `epsilon_<name>`), then when and by which
+    engine it ran. A field a record holds under a name the table already uses is left out."""
+    known = (*FIRST_SPEC_KEYS, *ALL_KEYS)
+    others = sorted({k for run in runs for k in run.spec if k not in known and k not in (*OWN_COLUMNS, *HEADLINE)})
+    spec_keys = [*dict.fromkeys(k for k in known if any(k in run.spec for run in runs)), *others]
     rows = []
     for run in runs:
-        result = run.result or {}
-        row: dict[str, Any] = {"run": run.id, "status": run.status.value}
+        result = run.result if isinstance(run.result, dict) else {}
+        row: dict[str, Any] = {"run": run.id, "status": run.status.value, "imported": run.imported}
         row |= {key: _cell(run.spec.get(key)) for key in spec_keys if key in FIRST_SPEC_KEYS}
-        row |= {key: result.get(key) for key in HEADLINE}
+        row |= {key: _cell(result.get(key)) for key in HEADLINE}
         row |= {key: _cell(run.spec.get(key)) for key in spec_keys if key not in FIRST_SPEC_KEYS}
         for key, value in result.items():
             name = RESULT_NAMES.get(key, key)
-            if name is not None and key not in HEADLINE:
+            if name is not None and key not in HEADLINE and name not in row and name not in OWN_COLUMNS:
                 row[name] = _cell(value)
-        row |= {f"epsilon_{name}": math.inf if is_unbounded(value) else value  # no finite bound: inf, not 1.8e308
-                for name, value in sorted(result.get("epsilons", {}).items())}  # fmt: skip
+        epsilons = result.get("epsilons")
+        row |= {f"epsilon_{name}": _epsilon_cell(value)
+                for name, value in sorted((epsilons if isinstance(epsilons, dict) else {}).items())}  # fmt: skip
         row |= {
-            "created": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(run.created_at)),
+            "created": timestamp_text(run.created_at),
             "engine_version": run.engine_version,
             "error": run.error or "",
         }
@@ -94,7 +115,8 @@ def differing_columns(table: pd.DataFrame, *, keep: Sequence[str] = ("run",)) ->
 
 
 def table_csv(table: pd.DataFrame) -> bytes:
-    return table.to_csv(index=False).encode()
+    """The table as CSV, a cell a spreadsheet would run as a formula made text (`safe_text.csv_cell`)."""
+    return csv_bytes(table)
 
 
 def frontier_points(runs: Sequence[RunRecord]) -> pd.DataFrame:
@@ -103,7 +125,8 @@ def frontier_points(runs: Sequence[RunRecord]) -> pd.DataFrame:
         {"run": run.id, "epsilon": epsilon, "accuracy": run.result["test_accuracy"], "label": run_label(run)}
         for run in runs
         if (epsilon := finite_epsilon(run)) is not None
-        and isinstance((run.result or {}).get("test_accuracy"), int | float)
-        and math.isfinite(run.result["test_accuracy"])
+        and isinstance(accuracy := (run.result or {}).get("test_accuracy"), int | float)
+        and not isinstance(accuracy, bool)
+        and math.isfinite(accuracy)
     ]
     return pd.DataFrame(rows, columns=["run", "epsilon", "accuracy", "label"])

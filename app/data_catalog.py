@@ -73,7 +73,7 @@ def catalog_rows(data_dirs: Sequence[Path], uploads: Sequence[SavedUpload]) -> l
                          here.where, here.bytes_on_disk, info.description))  # fmt: skip
     for upload in uploads:
         sizes = (upload.n_train, upload.n_test, upload.n_features, upload.n_classes)
-        description = f"{upload.file_name}: predict {upload.schema['target']!r}"
+        description = f"{upload.file_name}: predict {upload.schema.get('target')!r}"
         rows.append(_row(upload.label, upload.dataset, sizes, UPLOADED, upload.size, description))
     return rows
 

@@ -27,6 +27,7 @@ from app.data_upload import (
     lines,
     schema_problems,
 )
+from app.safe_text import code, literal
 from engine.training.datasets import MAX_CSV_BYTES, CsvSchemaError
 
 UPLOAD_LIMIT_MB = math.ceil(MAX_CSV_BYTES / 2**20)  # Streamlit counts MiB; the exact byte limit is checked too
@@ -64,7 +65,8 @@ def upload_form() -> None:
     inspection = services.inspect_csv_upload(upload.name, data)
     if inspection.error is not None:
         st.error(
-            f"**This file cannot be used**: {inspection.error.rstrip('.')}. Nothing was saved.", icon=":material/error:"
+            f"**This file cannot be used**: {literal(inspection.error.rstrip('.'))}. Nothing was saved.",
+            icon=":material/error:",
         )
         return
     _reset_when_changed("data_for_file", inspection.sha256, ("data_saved", "data_target", *DECLARATION_KEYS))
@@ -74,13 +76,14 @@ def upload_form() -> None:
     suggestion = services.suggest_csv_schema(upload.name, data, target)
     if suggestion.error is not None:
         st.error(
-            f"**schema.target**: {suggestion.error.rstrip('.')}. Choose another target column.", icon=":material/error:"
+            f"**schema.target**: {literal(suggestion.error.rstrip('.'))}. Choose another target column.",
+            icon=":material/error:",
         )
         return
     raw = _schema_editor(inspection, target, suggestion.schema or {})
     problems = schema_problems(raw)
     for field, message in problems:
-        st.error(f"**{field}**: {message}", icon=":material/error:")
+        st.error(f"**{literal(field)}**: {literal(message)}", icon=":material/error:")
     label = st.text_input(
         "Name",
         value=f"{Path(upload.name).stem} → {target}",
@@ -101,7 +104,7 @@ def _saved_message() -> None:
     saved = st.session_state.get("data_saved")
     if saved:
         st.success(
-            f"Saved **{saved['label']}**. Train on it with these spec fields (the Train page lists it too):",
+            f"Saved **{literal(saved['label'])}**. Train on it with these spec fields (the Train page lists it too):",
             icon=":material/check_circle:",
         )
         st.code(json.dumps(saved["spec"], indent=1, ensure_ascii=False), language="json")
@@ -119,7 +122,7 @@ def _reset_when_changed(marker: str, value: Any, prefixes: tuple[str, ...]) -> N
 
 def _preview(inspection: Inspection) -> None:
     st.markdown(
-        f"**{inspection.file_name}**: {inspection.n_rows:,} data rows, {len(inspection.header)} columns, "
+        f"**{literal(inspection.file_name)}**: {inspection.n_rows:,} data rows, {len(inspection.header)} columns, "
         f"{inspection.size:,} bytes."
     )
     names = [name or f"(column {i + 1}, unnamed)" for i, name in enumerate(inspection.header)]
@@ -173,7 +176,7 @@ def _column(name: str, default: ColumnChoice, suggestion: dict[str, Any]) -> Col
     roles = ROLES if numeric_ok else tuple(r for r in ROLES if r != "numeric")
     role_column, first, second = st.columns([2, 2, 2])
     role = role_column.selectbox(
-        f"`{name}`",
+        code(name),
         roles,
         index=roles.index(default.role),
         key=f"data_role::{name}",
@@ -184,7 +187,7 @@ def _column(name: str, default: ColumnChoice, suggestion: dict[str, Any]) -> Col
         return ColumnChoice(role=role, low=_bound(first, name, "low"), high=_bound(second, name, "high"))
     if role == "categorical":
         text = first.text_area(
-            f"{name}: categories (one per line)",
+            f"{literal(name)}: categories (one per line)",
             value="\n".join(default.categories),
             key=f"data_categories::{name}",
             height=110,
@@ -200,7 +203,7 @@ def _bound(column: DeltaGenerator, name: str, end: str) -> float | None:
     """The declared bound of numeric column `name` at `end` ("low" or "high"); None until it is given."""
     side, extreme = BOUND_WORDS[end]
     return column.number_input(
-        f"{name}: {side} bound",
+        f"{literal(name)}: {side} bound",
         value=None,
         format="%g",
         key=f"data_{end}::{name}",
@@ -213,7 +216,7 @@ def _save(file_name: str, data: bytes, raw: dict[str, Any], label: str) -> None:
         with st.spinner("Checking every row against the schema…"):
             saved = services.save_csv_upload(file_name, data, raw, label)
     except (UploadError, CsvSchemaError) as exc:
-        st.error(f"**Not saved**: {exc}", icon=":material/error:")
+        st.error(f"**Not saved**: {literal(exc)}", icon=":material/error:")
         return
     st.session_state["data_saved"] = {"label": saved.label, "spec": saved.spec_fields()}
     st.rerun()  # the datasets table above lists it now

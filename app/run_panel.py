@@ -1,12 +1,13 @@
 """The run panel: a run's status, progress with ETA and cancel, headline numbers and live charts (accuracy with
 its non-private references, ε by accountant, training loss and the private diagnostics), polling the store."""
 
-import time
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from app import charts, services, train_baseline
+from app.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
 from engine.training.spec import LEARNER_MODELS  # the textbook learners (seed 004)
@@ -26,26 +27,37 @@ PRIVATE_NOTE = (
     "no ε covers them. Test accuracy uses the held-out test set."
 )
 CHART_HEIGHT = 340
+IMPORTED_NOTE = (
+    "**Imported from an archive**: this run was not trained here. Its numbers are shown as the archive states "
+    "them; they were computed elsewhere."
+)
 
 
 def run_panel(run_id: str, *, from_cache: bool = False) -> None:
     run = services.get_run(run_id)
     if run is None:
-        st.warning(f"Run {run_id} is not in the store.")
+        st.warning(f"Run {literal(run_id)} is not in the store.")
         return
     if from_cache:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(run.finished_at or run.created_at))
-        st.success(
-            icon=":material/bolt:",
-            body=f"**From the result cache**: this exact configuration already ran (run `{run.id}`, "
-            f"finished {when}, engine {run.engine_version}). Nothing was trained again.",
-        )
+        st.success(cache_banner(run), icon=":material/bolt:")
     if not run.status.active:
         _run_body(run)
     elif run.progress_step == 0:
         _starting_run(run_id)
     else:
         _live_run(run_id)
+
+
+def cache_banner(run: RunRecord) -> str:
+    """What the Train page says when a submission was answered by a finished identical run."""
+    when = timestamp_text(run.finished_at or run.created_at, "%Y-%m-%d %H:%M")
+    engine = literal(run.engine_version)
+    if run.imported:
+        return (f"**From the result cache, imported**: this exact configuration is answered by run `{run.id}`, "
+                f"imported from an archive (finished {when}, engine {engine}): its results were computed elsewhere "
+                "and are shown as the archive states them. Nothing was trained here.")  # fmt: skip
+    return (f"**From the result cache**: this exact configuration already ran (run `{run.id}`, finished {when}, "
+            f"engine {engine}). Nothing was trained again.")  # fmt: skip
 
 
 @st.fragment(run_every=STARTING_POLL_SECONDS)
@@ -73,14 +85,16 @@ def _run_body(run: RunRecord) -> None:
     icon, label = STATUS_BADGE[run.status]
     spec = run.spec
     st.subheader(f"{icon} Run `{run.id}` · {label}")
-    st.caption(spec_caption(spec))
+    st.caption(literal(spec_caption(spec)))
+    if run.imported:
+        st.info(IMPORTED_NOTE, icon=":material/move_to_inbox:")
     if run.error:
-        st.error(f"Error: {run.error}")
+        st.error(f"Error: {literal(run.error)}")
     total = run.total_steps or 0
     frame = spent_so_far(services.metrics_frame(run.id), run)
     _progress(run, frame, total)
     _headline(run, frame)
-    if stack := (run.result or {}).get("stack"):
+    if isinstance(stack := (run.result or {}).get("stack"), dict) and stack:
         st.info(stack_text(stack), icon=":material/stacks:")
     stopped = run.status in (RunStatus.CANCELLED, RunStatus.FAILED)  # the x axis ends where it stopped
     _charts(run, frame, max(run.progress_step, 1) if stopped else total)
@@ -93,20 +107,23 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
     spec, color = run.spec, charts.run_color(run.id)
     references = train_baseline.references(run)
     figures = {"acc": charts.run_accuracy_figure(frame, color=color, total_steps=total, references=references)}
-    if spec.get("delta"):  # private: ε by accountant
+    algorithm = _algorithm(spec)
+    if _private(spec):  # ε by accountant
         figures["eps"] = charts.epsilon_figure(
-            frame, total_steps=total, target_epsilon=spec.get("target_epsilon"), color=color
+            frame, total_steps=total, target_epsilon=_number_or_none(spec.get("target_epsilon")), color=color
         )
     if "regret" in frame:
         figures["regret"] = charts.regret_figure(frame, color=color, total_steps=total)
-    elif "train_loss" in frame or spec.get("algorithm") not in LEARNER_MODELS:
+    elif "train_loss" in frame or algorithm not in LEARNER_MODELS:
         figures["loss"] = charts.loss_figure(frame, total_steps=total, color=color)
-    if spec.get("algorithm") in PER_EXAMPLE_GRADIENTS and spec.get("clipping") != "input":  # no per-example gradient
-        constant_c = spec.get("clip_schedule", {"kind": "constant"}).get("kind") == "constant"
+    if algorithm in PER_EXAMPLE_GRADIENTS and spec.get("clipping") != "input":  # no per-example gradient
+        schedule = spec.get("clip_schedule", {"kind": "constant"})
+        constant_c = isinstance(schedule, dict) and schedule.get("kind") == "constant"
         figures["diag"] = charts.private_diagnostics_figure(
-            frame, color=color, total_steps=total, clip_norm=spec["clip_norm"] if constant_c else None
-        )
-        if spec.get("algorithm") == "aniso_dpsgd":  # what is clipped there is the weighted norm
+            frame, color=color, total_steps=total,
+            clip_norm=_number_or_none(spec.get("clip_norm")) if constant_c else None,
+        )  # fmt: skip
+        if algorithm == "aniso_dpsgd":  # what is clipped there is the weighted norm
             figures["diag"].layout.yaxis.title.text = "weighted norm ‖W⁻¹g‖"
     for row in range(0, len(figures), 2):
         for column, (name, figure) in zip(st.columns(2), list(figures.items())[row : row + 2], strict=False):
@@ -123,18 +140,47 @@ ALGORITHM_TITLES = {"dpsgd": "DP-SGD", "noisy_gd": "noisy GD", "nonprivate": "no
 PER_EXAMPLE_GRADIENTS = ("dpsgd", "aniso_dpsgd", "noisy_gd")  # the algorithms whose clipping diagnostics exist
 
 
+def _number_or_none(value: Any) -> float | int | None:
+    """A number as it is (bool, text and the rest: None), for a field a record may hold in any type."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def number_text(value: Any, spec: str = "g") -> str:
+    """A number formatted by `spec`; '?' for a value that is not a number."""
+    number = _number_or_none(value)
+    return "?" if number is None else format(number, spec)
+
+
+def _whole_text(value: Any) -> str:
+    """A count or a seed as it is written (an integer in full); '?' for a value that is not a number."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else number_text(value)
+
+
+def _algorithm(spec: dict) -> str | None:
+    algorithm = spec.get("algorithm")
+    return algorithm if isinstance(algorithm, str) else None
+
+
+def _private(spec: dict) -> bool:
+    """A private run: its spec has a δ (a non-private baseline has none)."""
+    return bool(_number_or_none(spec.get("delta")))
+
+
 def spec_caption(spec: dict) -> str:
-    parts = [spec["dataset"].split("/")[-1], spec.get("model", "?"),
-             ALGORITHM_TITLES.get(spec["algorithm"], spec["algorithm"])]  # fmt: skip
+    """One line of what a run trained (plain text: escape it before showing it as Markdown). Any field of an
+    unexpected type shows as '?'."""
+    dataset, model, algorithm = spec.get("dataset"), spec.get("model", "?"), _algorithm(spec)
+    parts = [dataset.split("/")[-1] if isinstance(dataset, str) else "?", model if isinstance(model, str) else "?",
+             ALGORITHM_TITLES.get(algorithm, algorithm) if algorithm is not None else "?"]  # fmt: skip
     if "clip_norm" in spec:
-        parts.append(f"C={spec['clip_norm']:g}")
-    if spec.get("algorithm") in LEARNER_MODELS:
-        parts += [f"{key} {spec[key]:g}" for key in ("target_epsilon", "thresholds", "rounds", "epochs", "lr")
-                  if key in spec]  # fmt: skip
+        parts.append(f"C={number_text(spec['clip_norm'])}")
+    if algorithm in LEARNER_MODELS:
+        parts += [f"{key} {number_text(spec[key])}" for key in ("target_epsilon", "thresholds", "rounds", "epochs",
+                                                                   "lr") if key in spec]  # fmt: skip
     else:
-        parts.append(f"lot {spec['lot_size']}" if "lot_size" in spec else "full batch")
-        parts += [f"{spec['epochs']:g} epochs", f"lr {spec['lr']:g}"]
-    parts.append(f"seed {spec['seed']}")
+        parts.append(f"lot {_whole_text(spec['lot_size'])}" if "lot_size" in spec else "full batch")
+        parts += [f"{number_text(spec.get('epochs'))} epochs", f"lr {number_text(spec.get('lr'))}"]
+    parts.append(f"seed {_whole_text(spec.get('seed'))}")
     return " · ".join(parts)
 
 
@@ -143,7 +189,7 @@ def _progress(run: RunRecord, frame, total: int) -> None:
         st.progress(0.0, text="Queued: waiting for a worker (`python -m engine worker`).")
         return
     done = run.progress_step
-    fraction = min(1.0, done / total) if total else 0.0
+    fraction = max(0.0, min(1.0, done / total)) if total else 0.0
     text = f"step {done:,} / {total:,}"
     if run.status is RunStatus.RUNNING and (eta := remaining_seconds(frame, total)) is not None:
         text += f" · about {eta:.0f} s left" if eta >= 1 else " · finishing"
@@ -173,27 +219,34 @@ def remaining_seconds(frame, total: int) -> float | None:
 def _privacy_details(run: RunRecord) -> None:
     """Every accountant's final ε beside the reported one, and the plain-language privacy statement."""
     result = run.result or {}
-    if not result.get("epsilons"):
+    epsilons = result.get("epsilons")
+    if not isinstance(epsilons, dict) or not epsilons:
         return
-    tightest = result["accountant"]
+    tightest = result.get("accountant")
+    numbers = {str(name): value for name, value in epsilons.items() if _number_or_none(value) is not None}
     table = pd.DataFrame([
-        {"accountant": ACCOUNTANTS[name].title, "ε": epsilon_text(eps, ".4g"),
-         "reported": "✓ tightest" if name == tightest else "", "reference": ACCOUNTANTS[name].citation}
-        for name, eps in sorted(result["epsilons"].items(), key=lambda item: item[1])
-    ])  # fmt: skip
+        {"accountant": ACCOUNTANTS[name].title if name in ACCOUNTANTS else name, "ε": epsilon_text(eps, ".4g"),
+         "reported": "✓ tightest" if name == tightest else "",
+         "reference": ACCOUNTANTS[name].citation if name in ACCOUNTANTS else ""}
+        for name, eps in sorted(numbers.items(), key=lambda item: item[1])
+    ], columns=["accountant", "ε", "reported", "reference"])  # fmt: skip
+    statement = result.get("privacy_statement")
+    lines = statement.splitlines() if isinstance(statement, str) else []
     with st.expander("Privacy statement and every accountant", expanded=run.status is RunStatus.FINISHED):
         left, right = st.columns([2, 3])
         left.dataframe(table, hide_index=True, width="stretch")
-        right.markdown("\n".join(f"- {line}" for line in result["privacy_statement"].splitlines()))
+        if lines:  # the result's own text (an imported run's is the archive's): shown literally
+            right.markdown("\n".join(f"- {literal(line)}" for line in lines))
 
 
 def stack_text(stack: dict) -> str:
     """What training in a vectorized stack means for this run's ε, and what releasing the whole stack costs."""
-    members = stack["members"]
+    members, lead = number_text(stack.get("members")), number_text(stack.get("lead_seed"))
+    joint = _number_or_none(stack.get("joint_epsilon_rdp"))
     return (
-        f"Trained in a vectorized stack of {members} runs (lots drawn from seed {stack['lead_seed']}'s stream). "
+        f"Trained in a vectorized stack of {members} runs (lots drawn from seed {lead}'s stream). "
         f"This run's ε is its own; releasing all {members} runs of the stack together costs "
-        f"ε = {epsilon_text(stack['joint_epsilon_rdp'])} (RDP, δ = {stack['joint_delta']:g})."
+        f"ε = {'?' if joint is None else epsilon_text(joint)} (RDP, δ = {number_text(stack.get('joint_delta'))})."
     )
 
 
@@ -213,38 +266,51 @@ def last_value(frame, column: str) -> float | None:
     return float(values.iloc[-1]) if len(values) else None
 
 
+def _shown(value: Any, spec: str) -> str:
+    """A headline number formatted by `spec`; '–' when there is none (or it is not a number)."""
+    number = _number_or_none(value)
+    return "–" if number is None else format(number, spec)
+
+
 def _headline(run: RunRecord, frame) -> None:
     result, plan = run.result or {}, run.plan or {}
     accuracy = result.get("test_accuracy", last_value(frame, "test_accuracy"))
     epsilon = result.get("epsilon", last_value(frame, "epsilon"))
-    if not run.spec.get("delta"):  # a non-private baseline
+    if not _private(run.spec):  # a non-private baseline
         cols = st.columns(4)
-        cols[0].metric("Test accuracy", f"{accuracy:.3f}" if accuracy is not None else "–")
+        cols[0].metric("Test accuracy", _shown(accuracy, ".3f"))
         cols[1].metric("ε spent", "∞", help="A non-private baseline: no clipping, no noise, no privacy guarantee.")
         return
-    source = ACCOUNTANTS[result["accountant"]].short if result.get("accountant") else "RDP, live"
+    accountant = result.get("accountant")
+    if isinstance(accountant, str) and accountant in ACCOUNTANTS:
+        source = ACCOUNTANTS[accountant].short
+    else:  # still training, or a result of another engine naming an accountant this one does not know
+        source = literal(accountant) if accountant else "RDP, live"
     cols = st.columns(4)
-    cols[0].metric("Test accuracy", f"{accuracy:.3f}" if accuracy is not None else "–")
+    cols[0].metric("Test accuracy", _shown(accuracy, ".3f"))
     cols[1].metric(
         f"ε spent ({source})",
-        f"{epsilon:.3f}" if epsilon is not None else "–",
-        help=f"ε at δ={run.spec['delta']:g} for the steps taken so far: while training, by the RDP accountant "
-        "(every step); when done, the tightest valid bound of all accountants. Every value shown is an upper bound.",
+        "–" if _number_or_none(epsilon) is None else epsilon_text(epsilon, ".3f"),
+        help=f"ε at δ={number_text(run.spec.get('delta'))} for the steps taken so far: while training, by the RDP "
+        "accountant (every step); when done, the tightest valid bound of all accountants. Every value shown is an "
+        "upper bound.",
     )
     if plan.get("eta") is not None:
-        cols[2].metric("Learning rate η", f"{plan['eta']:.4g}", help="η = ε/√(32 T ln(1/δ)): each round is 2η-DP.")
+        cols[2].metric(
+            "Learning rate η", _shown(plan["eta"], ".4g"), help="η = ε/√(32 T ln(1/δ)): each round is 2η-DP."
+        )
     elif plan.get("query_epsilon") is not None:
-        cols[2].metric("ε per query", f"{plan['query_epsilon']:.3g}", help="Laplace scale 1/ε_q on each Σφ.")
+        cols[2].metric("ε per query", _shown(plan["query_epsilon"], ".3g"), help="Laplace scale 1/ε_q on each Σφ.")
     else:
-        cols[2].metric("Noise multiplier σ", f"{plan['noise_multiplier']:.3f}" if plan.get("noise_multiplier") else "–")
-    if run.spec.get("algorithm") in LEARNER_MODELS:  # no lots: the steps (rounds, iterations) it took instead
+        cols[2].metric("Noise multiplier σ", _shown(plan.get("noise_multiplier") or None, ".3f"))
+    if _algorithm(run.spec) in LEARNER_MODELS:  # no lots: the steps (rounds, iterations) it took instead
         cols[3].metric(
             "Steps taken", f"{run.progress_step:,}", help="Rounds (RWM), iterations (SQ) or draws (exp. mech.)."
         )
         return
     cols[3].metric(
         "Sampling rate q",
-        f"{plan['sampling_rate']:.4f}" if plan.get("sampling_rate") else "–",
+        _shown(plan.get("sampling_rate") or None, ".4f"),
         help="Each example joins each lot independently with probability q = L/N (Poisson sampling; 1 for "
         "full-batch noisy gradient descent).",
     )

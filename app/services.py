@@ -20,7 +20,7 @@ from engine import ENGINE_VERSION
 from engine.jobs.queue import Submission, answer_from_store, submit
 from engine.jobs.settings import default_data_dirs, stale_after_s
 from engine.jobs.sweep import MAX_RUNS, SweepError, SweepSubmission, expand_sweep, submit_sweep
-from engine.jobs.transfer import Export, ImportReport, import_runs, prepare_export, preview_archive
+from engine.jobs.transfer import Export, ImportReport, import_runs, prepare_export, summarize_archive
 from engine.privacy import (
     ACCOUNTANTS,
     UNBOUNDED_EPSILON,
@@ -559,20 +559,21 @@ class ArchivePreview:
 
 @st.cache_data(show_spinner="Reading the archive…", max_entries=2)
 def preview_run_archive(data: bytes) -> ArchivePreview:
-    """The archive read and validated in full, without touching the store."""
+    """The archive read and validated in full (every run as an import checks it), without touching the store."""
     try:
-        archive = preview_archive(data)
+        summary = summarize_archive(data)
     except ArchiveError as exc:
         return ArchivePreview(error=str(exc))
-    runs = archive.runs
-    return ArchivePreview(run_ids=tuple(r.id for r in runs), statuses=tuple(r.status.value for r in runs),
-                          sweeps=len(archive.sweeps), engine_version=archive.engine_version,
-                          created_at=archive.created_at, includes_metrics=archive.includes_metrics)  # fmt: skip
+    return ArchivePreview(run_ids=summary.run_ids, statuses=summary.statuses, sweeps=summary.sweeps,
+                          engine_version=summary.engine_version, created_at=summary.created_at,
+                          includes_metrics=summary.includes_metrics)  # fmt: skip
 
 
-def import_run_archive(data: bytes) -> ImportReport:
-    """Import every run of an archive in one transaction (ArchiveError, StoreError: the store is unchanged)."""
-    return import_runs(get_store(), data)
+def import_run_archive(data: bytes, *, serve_from_cache: bool = False) -> ImportReport:
+    """Import every run of an archive in one transaction (ArchiveError, StoreError: the store is unchanged).
+    `serve_from_cache`: the user's choice to let the archive's finished runs answer identical submissions here
+    (cache hits, marked imported); by default they are kept as records only."""
+    return import_runs(get_store(), data, serve_from_cache=serve_from_cache)
 
 
 # ---------------------------------------------------------------- the Train page: dataset files and baselines
@@ -608,9 +609,14 @@ def nonprivate_baseline(spec: dict) -> Baseline | None:
     for run in get_store().list_runs(limit=BASELINE_SEARCH, statuses=[RunStatus.FINISHED]):
         other = run.spec
         found = (other.get("dataset"), other.get("model"), other.get("hidden"), other.get("features", "pixels"))
-        if other.get("algorithm") == "nonprivate" and found == wanted and (run.result or {}).get("test_accuracy"):
-            return Baseline(label=f"non-private run {run.id}", test_accuracy=float(run.result["test_accuracy"]))
+        accuracy = (run.result or {}).get("test_accuracy")
+        if other.get("algorithm") == "nonprivate" and found == wanted and _positive_number(accuracy):
+            return Baseline(label=f"non-private run {run.id}", test_accuracy=float(accuracy))
     return None
+
+
+def _positive_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf")
 
 
 @st.cache_data(show_spinner="Fitting scikit-learn's logistic regression on the training split…", max_entries=16)

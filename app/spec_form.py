@@ -7,6 +7,7 @@ from typing import Any
 import streamlit as st
 
 from app import charts, services, train_spec
+from app.safe_text import code, literal
 from app.train_presets import (
     ANISO_MAX_RATIOS,
     ANISO_SMOOTHINGS,
@@ -347,11 +348,11 @@ def dataset_note(dataset: str) -> None:
     missing = services.missing_dataset_files(dataset) if dataset in DATASETS else []
     if not missing:
         return
-    folders = ", ".join(f"`{d}`" for d in services.data_directories())
+    folders = ", ".join(code(d) for d in services.data_directories())
     st.warning(
         icon=":material/download:",
         body=f"**{DATASETS[dataset].title} is not downloaded**: {len(missing)} file(s) missing "
-        f"(`{missing[0]}`…) in {folders}. The plan below needs only public facts; to train, a worker downloads "
+        f"({code(missing[0])}…) in {folders}. The plan below needs only public facts; to train, a worker downloads "
         "the files on first use, which needs internet access. Offline, copy them into one of these folders "
         "(or point `DPLAB_DATA_DIR` at a copy), or pick the built-in Digits.",
     )
@@ -360,7 +361,7 @@ def dataset_note(dataset: str) -> None:
 def plan_summary(preview: services.PlanPreview, *, target_epsilon: float | None = None) -> None:
     """What the configuration implies before launch: σ, steps, q and ε, with ε's planned course over the run."""
     if preview.error:
-        st.error(f"Cannot train this configuration: {preview.error}")
+        st.error(f"Cannot train this configuration: {literal(preview.error)}")
         return
     if not preview.private:
         cols = st.columns(4)

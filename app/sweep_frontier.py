@@ -13,16 +13,24 @@ from app.sweep_grid import label
 from cache import RunRecord, RunStatus, SweepRecord
 
 SPREADS = {"minmax": "min–max over seeds", "std": "mean ± 1 std over seeds"}
+# The frontier's own columns: a grid key of one of these names (a sweep made elsewhere) is not drawn.
+FRONTIER_COLUMNS = frozenset({"seed", "run", "epsilon", "accuracy", "low", "high", "std", "seeds"})
+
+
+def _grid(sweep: SweepRecord) -> dict[str, Any]:
+    grid = sweep.spec.get("grid") if isinstance(sweep.spec, dict) else None
+    return grid if isinstance(grid, dict) else {}
 
 
 def parameters(sweep: SweepRecord) -> list[str]:
     """The swept spec keys, in grid order (the first varies along each line, the second picks the line)."""
-    return list(sweep.spec.get("grid", {}))
+    return [key for key in _grid(sweep) if isinstance(key, str) and key not in FRONTIER_COLUMNS]
 
 
 def series_values(sweep: SweepRecord, parameter: str) -> list[Any]:
     """A swept parameter's values in grid order, as they appear in the frontier's frames."""
-    return [_cell(value) for value in sweep.spec.get("grid", {}).get(parameter, [])]
+    values = _grid(sweep).get(parameter, [])
+    return list(dict.fromkeys(_cell(value) for value in values)) if isinstance(values, list) else []
 
 
 def _cell(value: Any) -> Any:
@@ -33,7 +41,8 @@ def _cell(value: Any) -> Any:
 def finite_epsilon(run: RunRecord) -> float | None:
     """The finished run's reported ε (the tightest accountant over the steps taken), if private."""
     epsilon = (run.result or {}).get("epsilon")
-    return float(epsilon) if isinstance(epsilon, int | float) and math.isfinite(epsilon) else None
+    usable = isinstance(epsilon, int | float) and not isinstance(epsilon, bool) and math.isfinite(epsilon)
+    return float(epsilon) if usable else None
 
 
 def progress(runs: Sequence[RunRecord]) -> Counter:
@@ -55,7 +64,7 @@ def runs_table(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.DataFram
         run = runs.get(run_id)
         result = (run.result or {}) if run else {}
         row: dict[str, Any] = {"run": run_id, "status": run.status.value if run else "deleted"}
-        row |= {label(key): _cell(value) for key, value in point.items()}
+        row |= {label(key): _cell(value) for key, value in (point.items() if isinstance(point, dict) else ())}
         row |= {
             "ε spent": finite_epsilon(run) if run else None,
             "test accuracy": result.get("test_accuracy"),
@@ -75,10 +84,13 @@ def finished_points(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.Dat
         if run is None or run.status is not RunStatus.FINISHED:
             continue
         epsilon, accuracy = finite_epsilon(run), (run.result or {}).get("test_accuracy")
-        if epsilon is None or accuracy is None:
+        if epsilon is None or not isinstance(accuracy, int | float) or not math.isfinite(accuracy):
             continue
+        point = point if isinstance(point, dict) else {}
         values = {key: _cell(point.get(key)) for key in parameters(sweep)}
-        rows.append({**values, "seed": point.get("seed"), "run": run_id, "epsilon": epsilon, "accuracy": accuracy})
+        rows.append(
+            {**values, "seed": _cell(point.get("seed")), "run": run_id, "epsilon": epsilon, "accuracy": accuracy}
+        )
     return pd.DataFrame(rows, columns=columns)
 
 

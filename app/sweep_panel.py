@@ -6,6 +6,7 @@ from collections import Counter
 import streamlit as st
 
 from app import charts, services
+from app.safe_text import literal
 from app.sweep_frontier import (
     finished_points,
     frontier,
@@ -46,7 +47,7 @@ def stacks_text(runs: list[RunRecord]) -> str | None:
 def sweep_panel(sweep_id: str, *, spread: str) -> None:
     sweep = services.get_sweep(sweep_id)
     if sweep is None:
-        st.warning(f"Sweep {sweep_id} is not in the store (its runs were deleted).")
+        st.warning(f"Sweep {literal(sweep_id)} is not in the store (its runs were deleted).")
         return
     runs = services.sweep_runs(sweep_id)
     if any(run.status.active for run in runs):
@@ -97,6 +98,9 @@ def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> No
         else:
             st.info(f"No finished run yet: the frontier appears here as runs finish (it refreshes every "
                     f"{POLL_SECONDS} s while the sweep trains).")  # fmt: skip
+        return
+    if not params:  # a sweep made elsewhere whose grid names nothing this page can draw along
+        st.info("This sweep's grid names no parameter to draw the frontier along; its runs are listed below.")
         return
     summary = frontier(points, params, spread=spread)
     second = params[1] if len(params) > 1 else None

@@ -4,6 +4,7 @@ and model from the store, and scikit-learn's logistic regression, fitted only wh
 import streamlit as st
 
 from app import services
+from app.safe_text import literal
 from cache import RunRecord
 from engine.training import DATASETS, DatasetError
 
@@ -18,17 +19,22 @@ def _ask(dataset: str) -> None:
     st.session_state[_asked_key(dataset)] = True
 
 
+def _dataset(run: RunRecord) -> str:
+    dataset = run.spec.get("dataset", "")
+    return dataset if isinstance(dataset, str) else ""
+
+
 def references(run: RunRecord) -> list[tuple[str, float]]:
     """(label, test accuracy) of each non-private reference for this run's chart."""
     spec, found = run.spec, []
     if spec.get("algorithm") != "nonprivate" and (baseline := services.nonprivate_baseline(spec)) is not None:
         found.append((baseline.label, baseline.test_accuracy))
-    dataset = spec.get("dataset", "")
-    if st.session_state.get(_asked_key(dataset)):
+    dataset = _dataset(run)
+    if dataset and st.session_state.get(_asked_key(dataset)):
         try:
             fitted = services.sklearn_baseline(dataset, tuple(services.data_directories()))
         except (DatasetError, OSError, ValueError) as exc:
-            st.error(f"The scikit-learn baseline could not be computed: {exc}")
+            st.error(f"The scikit-learn baseline could not be computed: {literal(exc)}")
             st.session_state.pop(_asked_key(dataset), None)
         else:
             found.append((SKLEARN_LABEL, fitted.test_accuracy))
@@ -38,7 +44,7 @@ def references(run: RunRecord) -> list[tuple[str, float]]:
 def offer(run: RunRecord, shown: list[tuple[str, float]]) -> None:
     """A button that fits the scikit-learn baseline of the run's dataset (registered datasets whose files are
     here), unless it is drawn already. Nothing is computed until it is pressed."""
-    dataset = run.spec.get("dataset", "")
+    dataset = _dataset(run)
     if dataset not in DATASETS or any(label == SKLEARN_LABEL for label, _ in shown):
         return
     missing = services.missing_dataset_files(dataset)

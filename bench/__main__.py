@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from bench import accounting, aniso, dashboard, jobs, sweep, throughput, utility
+from bench import accounting, aniso, archive, dashboard, jobs, sweep, throughput, utility
 from engine.training import pick_device
 
 
@@ -40,6 +40,7 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "accounting": accounting.run,
     "utility": utility.run,
     "jobs": jobs.run,
+    "archive": archive.run,
     "dashboard": dashboard.run,
     "aniso": aniso.run,
 }

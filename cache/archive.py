@@ -10,9 +10,10 @@ Members (format "dplab-runs", version 1), JSON and numbers only, never pickle:
 - `sweeps.json` (optional): sweeps, each with its members (position, run_id, point).
 
 Only terminal runs travel (queued and running runs belong to the store that runs them). Reading
-is strict: anything unexpected raises `ArchiveError` naming the member and the field, before a
-caller touches a store. NaN is refused everywhere; ±Infinity only inside plan, result and metric
-values (an accountant whose bound is infinite), written as Python's json writes it.
+(`cache.archive_reader`, a stream in bounded memory) is strict: anything unexpected raises
+`ArchiveError` naming the member and the field, with the checks defined here. NaN is refused
+everywhere; ±Infinity only inside plan, result and metric values (an accountant whose bound is
+infinite), written as Python's json writes it. Metric rows come in (step, name) order.
 """
 
 import csv
@@ -21,15 +22,13 @@ import json
 import math
 import os
 import re
-import struct
 import time
 import zipfile
-import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from cache.records import RunEvent, RunRecord, RunStatus
 
@@ -124,7 +123,7 @@ class Archive:
 
 def write_archive(archive: Archive, path: Path | str | None = None) -> bytes:
     """The archive as zip bytes (also written to `path`, atomically, when given). It is validated
-    exactly as `read_archive` would, so nothing is written that could not be read back."""
+    exactly as an import would read it, so nothing is written that could not be read back."""
     members = {"manifest.json": _dumps(archive.manifest()), "runs.json": _dumps([r.to_json() for r in archive.runs])}
     if archive.sweeps:
         members["sweeps.json"] = _dumps([s.to_json() for s in archive.sweeps])
@@ -140,12 +139,15 @@ def write_archive(archive: Archive, path: Path | str | None = None) -> bytes:
             f"the export would hold {total / 2**20:.0f} MiB in {len(members)} files; the limit is "
             f"{MAX_TOTAL_BYTES // 2**20} MiB and {MAX_MEMBERS} files: export fewer runs"
         )
-    _decode(members)  # the reader's checks, on exactly what is written
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for name, data in members.items():
             zf.writestr(name, data)
     data = buffer.getvalue()
+    from cache.archive_reader import ArchiveReader  # the reader builds on this module
+
+    with ArchiveReader(data) as reader:
+        reader.check_all()  # the reader's checks, on exactly what is written
     if path is not None:
         target = Path(path)
         temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")
@@ -158,134 +160,14 @@ def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, indent=1, sort_keys=True).encode()
 
 
-# ---------------------------------------------------------------------------------------- reading
+# ---------------------------------------------------------------------------------------- checks
 
 
-def read_archive(source: bytes | bytearray | memoryview | str | os.PathLike | BinaryIO) -> Archive:
-    """Decode and validate an archive from bytes, a path or a binary file object (an upload)."""
-    return _decode(_members(_load(source)))
-
-
-def _load(source: Any) -> bytes:
-    if isinstance(source, bytes | bytearray | memoryview):
-        data = bytes(source)
-    elif isinstance(source, str | os.PathLike):
-        try:
-            with open(source, "rb") as file:
-                data = file.read(MAX_ARCHIVE_BYTES + 1)
-        except OSError as exc:
-            raise ArchiveError(f"{os.fspath(source)}: cannot read ({exc.strerror or exc})") from exc
-    elif hasattr(source, "read"):
-        data = source.read(MAX_ARCHIVE_BYTES + 1)
-        if not isinstance(data, bytes):
-            raise ArchiveError("the archive must be read as bytes (open it in binary mode)")
-    else:
-        raise ArchiveError(f"cannot read an archive from a {type(source).__name__}")
-    if len(data) > MAX_ARCHIVE_BYTES:
-        raise ArchiveError(f"the file is larger than {MAX_ARCHIVE_BYTES // 2**20} MiB; not a run archive")
-    if not data:
-        raise ArchiveError("the file is empty; a run archive is a zip file")
-    return data
-
-
-def _members(data: bytes) -> dict[str, bytes]:
-    """The members' bytes, after checking names, counts, declared and actual sizes (a zip bomb
-    declares small sizes and inflates to more: reading stops at the declared size)."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            infos = zf.infolist()
-            if len(infos) > MAX_MEMBERS:
-                raise ArchiveError(f"{len(infos)} members; at most {MAX_MEMBERS} are allowed")
-            declared = sum(i.file_size for i in infos)
-            if declared > MAX_TOTAL_BYTES:
-                raise ArchiveError(f"members declare {declared} bytes uncompressed; at most {MAX_TOTAL_BYTES} allowed")
-            out: dict[str, bytes] = {}
-            for info in infos:
-                if info.filename == "metrics/" and info.is_dir():
-                    continue
-                _check_member(info, out)
-                with zf.open(info) as member:
-                    content = member.read(info.file_size + 1)
-                if len(content) != info.file_size:
-                    raise ArchiveError(f"{info.filename}: holds {len(content)} bytes, declares {info.file_size}")
-                out[info.filename] = content
-            return out
-    except ArchiveError:
-        raise
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, EOFError, OSError, ValueError,
-            NotImplementedError, RuntimeError) as exc:  # fmt: skip
-        raise ArchiveError(f"not a readable zip archive ({type(exc).__name__}: {exc})") from None
-
-
-def _check_member(info: zipfile.ZipInfo, seen: Mapping[str, bytes]) -> None:
-    name = info.filename
-    if name not in ("manifest.json", "runs.json", "sweeps.json") and not METRICS_MEMBER.fullmatch(name):
-        raise ArchiveError(f"unexpected member {name!r:.120}: an archive holds manifest.json, runs.json, "
-                           "sweeps.json and metrics/<run id>.csv only")  # fmt: skip
-    if name in seen:
-        raise ArchiveError(f"{name}: appears twice in the archive")
-    if info.flag_bits & 0x1:
-        raise ArchiveError(f"{name}: encrypted; a run archive is not")
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise ArchiveError(f"{name}: compression method {info.compress_type}; only stored or deflated are read")
-
-
-def _decode(members: Mapping[str, bytes]) -> Archive:
-    for required in ("manifest.json", "runs.json"):
-        if required not in members:
-            raise ArchiveError(f"{required}: missing; this is not a run archive")
-    manifest = _manifest(_json(members, "manifest.json"))
-    runs = tuple(_list(_json(members, "runs.json"), "runs.json: runs", item=_run))
-    ids = [r.id for r in runs]
-    if len(set(ids)) != len(ids):
-        raise ArchiveError(f"runs.json: run id {next(i for i in ids if ids.count(i) > 1)!r} appears more than once")
-    metrics = {}
-    for name, data in members.items():
-        if (match := METRICS_MEMBER.fullmatch(name)) is not None:
-            if match[1] not in ids:
-                raise ArchiveError(f"{name}: metrics for run {match[1]!r}, which is not in runs.json")
-            metrics[match[1]] = _metric_rows(name, data)
-    sweeps_raw = _json(members, "sweeps.json") if "sweeps.json" in members else []
-    sweeps = tuple(_list(sweeps_raw, "sweeps.json: sweeps", item=partial(_sweep, run_ids=set(ids))))
-    if len({s.id for s in sweeps}) != len(sweeps):
-        raise ArchiveError("sweeps.json: a sweep id appears more than once")
-    for key, count in (("run_count", len(runs)), ("sweep_count", len(sweeps))):
-        if manifest[key] != count:
-            raise ArchiveError(f"manifest.json: {key} is {manifest[key]} but the archive holds {count}")
-    return Archive(engine_version=manifest["engine_version"], runs=runs, metrics=metrics, sweeps=sweeps,
-                   includes_metrics=manifest["includes_metrics"], created_at=manifest["created_at"])  # fmt: skip
-
-
-def _json(members: Mapping[str, bytes], name: str) -> Any:
-    def unique(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        if len({k for k, _ in items}) != len(items):
-            raise ArchiveError(f"{name}: an object repeats a key ({sorted(k for k, _ in items)})"[:300])
-        return dict(items)
-
-    try:
-        return json.loads(members[name].decode("utf-8"), object_pairs_hook=unique)  # NaN, ±Infinity: field checks
-    except UnicodeDecodeError:
-        raise ArchiveError(f"{name}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ArchiveError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except RecursionError:
-        raise ArchiveError(f"{name}: JSON nested too deeply") from None
-
-
-def _manifest(raw: Any) -> dict[str, Any]:
-    obj = _fields(raw, "manifest.json", MANIFEST_FIELDS)
-    if obj["format"] != FORMAT_NAME:
-        raise ArchiveError(f"manifest.json: format must be {FORMAT_NAME!r}; got {obj['format']!r}")
-    if (version := obj["format_version"]) != FORMAT_VERSION:
-        newer = " (written by a newer DP lab)" if version > FORMAT_VERSION else ""
-        raise ArchiveError(f"manifest.json: format_version {version}{newer}; this engine reads {FORMAT_VERSION}")
-    return obj
-
-
-def _run(raw: Any, where: str) -> ArchivedRun:
+def check_run(raw: Any, where: str) -> ArchivedRun:
+    """A run object of runs.json, checked field by field."""
     if isinstance(raw, dict) and "id" in raw:
         where = f"{where} (id {_id(raw['id'], f'{where}: id')})"
-    obj = _fields(raw, where, RUN_FIELDS)
+    obj = check_fields(raw, where, RUN_FIELDS)
     seqs = [e["seq"] for e in obj["events"]]
     if seqs != sorted(set(seqs)):
         raise ArchiveError(f"{where}: events: seq must increase from one event to the next; got {seqs[:20]}")
@@ -293,10 +175,11 @@ def _run(raw: Any, where: str) -> ArchivedRun:
     return ArchivedRun(**obj | {"events": events})
 
 
-def _sweep(raw: Any, where: str, run_ids: set[str]) -> ArchivedSweep:
+def check_sweep(raw: Any, where: str, run_ids: set[str]) -> ArchivedSweep:
+    """A sweep object of sweeps.json, checked; its members must be runs of `run_ids`."""
     if isinstance(raw, dict) and "id" in raw:
         where = f"{where} (id {_id(raw['id'], f'{where}: id')})"
-    obj = _fields(raw, where, SWEEP_FIELDS)
+    obj = check_fields(raw, where, SWEEP_FIELDS)
     members = tuple(SweepMember(**m) for m in obj["members"])
     if not members:
         raise ArchiveError(f"{where}: members is empty; an archived sweep holds at least one of its runs")
@@ -307,38 +190,25 @@ def _sweep(raw: Any, where: str, run_ids: set[str]) -> ArchivedSweep:
     return ArchivedSweep(**obj | {"members": members})
 
 
-def _metric_rows(name: str, data: bytes) -> list[MetricRow]:
-    try:
-        reader = csv.reader(io.StringIO(data.decode("utf-8"), newline=""), strict=True)
-        if (header := next(reader, None)) != CSV_HEADER:
-            raise ArchiveError(f"{name}: the header must be {','.join(CSV_HEADER)}; got {header!r:.80}")
-        rows, seen = [], set()
-        for row in reader:
-            rows.append(_metric_row(row, f"{name}: line {reader.line_num}"))
-            if rows[-1][:2] in seen:
-                raise ArchiveError(f"{name}: line {reader.line_num}: step {row[0]} of {row[1]!r} appears twice")
-            seen.add(rows[-1][:2])
-        return rows
-    except UnicodeDecodeError:
-        raise ArchiveError(f"{name}: not UTF-8 text") from None
-    except csv.Error as exc:
-        raise ArchiveError(f"{name}: line {reader.line_num}: not valid CSV ({exc})") from None
+STEP_TEXT = re.compile(r"[0-9]{1,15}").fullmatch
 
 
-def _metric_row(row: list[str], where: str) -> MetricRow:
+def metric_row(row: list[str]) -> MetricRow:
+    """A metrics CSV row (step, name, value), checked; `ArchiveError` says what is wrong (the caller adds
+    where: this runs once per row of archives with millions of them)."""
     if len(row) != 3:
-        raise ArchiveError(f"{where}: expected 3 fields (step,name,value); got {len(row)}")
+        raise ArchiveError(f"expected 3 fields (step,name,value); got {len(row)}")
     step, metric, value = row
-    if not re.fullmatch(r"[0-9]{1,15}", step):
-        raise ArchiveError(f"{where}: step must be an integer in [0, 10^15); got {step!r:.40}")
+    if not STEP_TEXT(step):
+        raise ArchiveError(f"step must be an integer in [0, 10^15); got {step!r:.40}")
     if not 1 <= len(metric) <= 200 or not metric.isprintable():
-        raise ArchiveError(f"{where}: name must be 1 to 200 printable characters; got {metric!r:.80}")
+        raise ArchiveError(f"name must be 1 to 200 printable characters; got {metric!r:.80}")
     try:
         number = float(value)
     except ValueError:
-        raise ArchiveError(f"{where}: value must be a number; got {value!r:.40}") from None
-    if math.isnan(number):
-        raise ArchiveError(f"{where}: value is NaN; a metric value is a number")
+        raise ArchiveError(f"value must be a number; got {value!r:.40}") from None
+    if number != number:
+        raise ArchiveError("value is NaN; a metric value is a number")
     return int(step), metric, number
 
 
@@ -352,7 +222,7 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def _fields(raw: Any, where: str, checks: Mapping[str, Check]) -> dict[str, Any]:
+def check_fields(raw: Any, where: str, checks: Mapping[str, Check]) -> dict[str, Any]:
     """An object with exactly the keys of `checks`, each value checked (and converted) by its check."""
     if not isinstance(raw, dict):
         raise ArchiveError(f"{where}: must be an object, got {_kind(raw)}")
@@ -454,12 +324,13 @@ RUN_FIELDS: dict[str, Check] = {
     "spec": _tree, "plan": _numbers, "result": _numbers,
     "error": _any_text, "created_at": _number, "started_at": _nullable(_number),
     "finished_at": _nullable(_number), "progress_step": _int, "total_steps": _nullable(_int), "attempts": _int,
-    "events": partial(_list, item=partial(_fields, checks=EVENT_FIELDS)),
+    "events": partial(_list, item=partial(check_fields, checks=EVENT_FIELDS)),
 }  # fmt: skip
 MEMBER_FIELDS: dict[str, Check] = {"position": _int, "run_id": _id, "point": _tree}
-SWEEP_FIELDS: dict[str, Check] = {"id": _id, "name": _nullable(partial(_text, shortest=0, limit=1000)), "spec": _tree,
-                                  "created_at": _number,
-                                  "members": partial(_list, item=partial(_fields, checks=MEMBER_FIELDS))}  # fmt: skip
+SWEEP_FIELDS: dict[str, Check] = {
+    "id": _id, "name": _nullable(partial(_text, shortest=0, limit=1000)), "spec": _tree, "created_at": _number,
+    "members": partial(_list, item=partial(check_fields, checks=MEMBER_FIELDS)),
+}  # fmt: skip
 MANIFEST_FIELDS: dict[str, Check] = {"format": _tiny_text, "format_version": _int, "created_at": _number,
                                      "engine_version": _tiny_text, "run_count": _int, "sweep_count": _int,
                                      "includes_metrics": _bool}  # fmt: skip

@@ -9,7 +9,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -327,25 +327,33 @@ def _sweep_rows(db: sqlite3.Connection, sweep_id: str) -> ArchivedSweep:
     )
 
 
+MetricSource = Mapping[str, Iterable[MetricRow]] | Callable[[str], Iterable[MetricRow]]
+METRIC_BATCH = 10_000  # rows per executemany: memory stays a batch, whatever a run holds
+
+
 def insert_runs(
     store: Store,
-    runs: Sequence[ArchivedRun],
-    metrics: Mapping[str, Sequence[MetricRow]] | None = None,
-    sweeps: Sequence[ArchivedSweep] = (),
+    runs: Iterable[ArchivedRun],
+    metrics: MetricSource | None = None,
+    sweeps: Iterable[ArchivedSweep] = (),
 ) -> Insertion:
     """Add archived runs (marked imported) with their status history and metrics, and their sweeps,
-    in ONE transaction: all land or, on any error, nothing changes. A run whose id is already in the
-    store is skipped, never overwritten; a sweep already in the store gains only the new members
+    in ONE transaction: all land or, on any error (raised by the store or by the streams it reads), nothing
+    changes. `runs` and `sweeps` may be streams, read once, in order; `metrics` gives a run's rows (a
+    mapping, or a function of the run id), read only for runs that are inserted. A run whose id is already
+    in the store is skipped, never overwritten; a sweep already in the store gains only the new members
     whose position is free. The caller decides each run's cache key."""
-    metrics = metrics or {}
-    if len({r.id for r in runs}) != len(runs):
-        raise StoreError("the runs to insert repeat an id")
-    if active := [r.id for r in runs if r.status not in TERMINAL]:
-        raise StoreError(f"run {active[0]}: only finished, failed and cancelled runs can be imported")
+    rows_of = (lambda run_id: metrics.get(run_id, ())) if isinstance(metrics, Mapping) else metrics
     imported, skipped, rows_added, sweeps_added, members_added = [], [], 0, [], 0
+    seen: set[str] = set()
     taken: set[str] = set()  # ids that name another run in this store: never made a sweep member
     with store.transaction(immediate=True) as db:
         for run in runs:
+            if run.id in seen:
+                raise StoreError("the runs to insert repeat an id")
+            seen.add(run.id)
+            if run.status not in TERMINAL:
+                raise StoreError(f"run {run.id}: only finished, failed and cancelled runs can be imported")
             existing = db.execute("SELECT spec_json FROM runs WHERE id = ?", (run.id,)).fetchone()
             if existing is not None:
                 if json.loads(existing["spec_json"]) == run.spec:
@@ -355,10 +363,9 @@ def insert_runs(
                     taken.add(run.id)
                 continue
             _insert_run(db, run)
-            batch = [(run.id, step, name, value) for step, name, value in metrics.get(run.id, ())]
-            db.executemany("INSERT INTO metrics (run_id, step, name, value) VALUES (?, ?, ?, ?)", batch)
+            if rows_of is not None:
+                rows_added += _insert_metrics(db, run.id, rows_of(run.id))
             imported.append(run.id)
-            rows_added += len(batch)
         for sweep in sweeps:
             if db.execute("SELECT 1 FROM sweeps WHERE id = ?", (sweep.id,)).fetchone() is None:
                 db.execute(
@@ -385,6 +392,18 @@ def insert_runs(
         sweeps_added=tuple(sweeps_added),
         sweep_members_added=members_added,
     )
+
+
+def _insert_metrics(db: sqlite3.Connection, run_id: str, rows: Iterable[MetricRow]) -> int:
+    """Insert a run's metric rows in batches of `METRIC_BATCH`; returns how many."""
+    count, batch = 0, []
+    for step, name, value in rows:
+        batch.append((run_id, step, name, value))
+        if len(batch) >= METRIC_BATCH:
+            db.executemany("INSERT INTO metrics (run_id, step, name, value) VALUES (?, ?, ?, ?)", batch)
+            count, batch = count + len(batch), []
+    db.executemany("INSERT INTO metrics (run_id, step, name, value) VALUES (?, ?, ?, ?)", batch)
+    return count + len(batch)
 
 
 def _insert_run(db: sqlite3.Connection, run: ArchivedRun) -> None:

@@ -23,6 +23,15 @@ class RunStatus(StrEnum):
 WORKER_LOST = "worker lost"  # the prefix of every lost-worker error message
 
 
+class Answer(StrEnum):
+    """How a submission was answered: a new run, a finished identical run (a cache hit), or an identical
+    run already queued or running."""
+
+    CREATED = "created"
+    CACHED = "cached"
+    EXISTING = "existing"
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunRecord:
     id: str
@@ -85,6 +94,7 @@ class RunRecord:
             "attempts": self.attempts,
             "stack_id": self.stack_id,
             "engine_version": self.engine_version,
+            "imported": self.imported,
             "error": self.error,
             "spec": self.spec,
             "result": self.result,

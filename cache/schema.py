@@ -81,5 +81,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs ADD COLUMN stack_id TEXT;
     CREATE INDEX runs_by_stack ON runs (stack_id, status);
     """,
+    # 4: imported runs answer submissions only when the user trusted their archive at import; those imported
+    # before this choice existed kept this engine's key: they stop answering (their key gains "imported:")
+    """
+    UPDATE runs SET cache_key = 'imported:' || cache_key WHERE imported = 1 AND instr(cache_key, ':') = 0;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -7,6 +7,12 @@ WAL mode (readers never block the writer, nor the reverse), a versioned schema m
 claim one run and a worker written off as lost cannot overwrite what happened to its run since.
 Each change appends to the run's status history (`run_events`). Runs that share a stack id were
 submitted to train together; `claim_next_group` claims the queued ones of a stack at once.
+
+A submission (`submit`, `create_sweep`) looks for a run that already answers its cache key and inserts
+a new one only if none does, in the same `BEGIN IMMEDIATE` transaction: any number of processes
+submitting one spec at once create one run. What answers a key is `answering_run`: the newest finished
+run with that key (a cache hit), else a queued or running one. Imported runs keep a key of their own
+(`imported:...`) unless the user chose, at import, to let them answer this store's submissions.
 """
 
 import json
@@ -19,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cache.records import WORKER_LOST, RunEvent, RunRecord, RunStatus, SweepRecord, WorkerRecord
+from cache.records import WORKER_LOST, Answer, RunEvent, RunRecord, RunStatus, SweepRecord, WorkerRecord
 from cache.schema import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_S = 30.0  # how long a transaction waits for the write lock before retrying
@@ -171,13 +177,51 @@ class Store:
         with self.transaction(immediate=True) as db:
             return self._insert_run(db, new, status=status, worker=worker)
 
+    @staticmethod
+    def _answering(db: sqlite3.Connection, cache_key: str) -> tuple[str, Answer] | None:
+        """The run that answers `cache_key` (the newest finished one: CACHED; else the newest queued or
+        running one: EXISTING), or None."""
+        row = db.execute(
+            "SELECT id FROM runs WHERE cache_key = ? AND status = ? ORDER BY created_at DESC LIMIT 1",
+            (cache_key, RunStatus.FINISHED.value),
+        ).fetchone()
+        if row is not None:
+            return row["id"], Answer.CACHED
+        row = db.execute(
+            "SELECT id FROM runs WHERE cache_key = ? AND status IN (?, ?) ORDER BY created_at DESC LIMIT 1",
+            (cache_key, RunStatus.QUEUED.value, RunStatus.RUNNING.value),
+        ).fetchone()
+        return (row["id"], Answer.EXISTING) if row is not None else None
+
+    def answering_run(self, cache_key: str) -> tuple[str, Answer] | None:
+        """(id, CACHED or EXISTING) of the run that answers `cache_key` now, or None."""
+        with self.transaction() as db:
+            return self._answering(db, cache_key)
+
+    def _submit(self, db: sqlite3.Connection, new: NewRun, *, force: bool) -> tuple[str, Answer]:
+        if not force and (answer := self._answering(db, new.cache_key)) is not None:
+            return answer
+        return self._insert_run(db, new, status=RunStatus.QUEUED, worker=None), Answer.CREATED
+
+    def submit(self, new: NewRun, *, force: bool = False) -> tuple[str, Answer]:
+        """Queue `new` unless a run already answers its key (`force`: queue it anyway), in one transaction."""
+        with self.transaction(immediate=True) as db:
+            return self._submit(db, new, force=force)
+
     def create_sweep(
-        self, *, spec: dict[str, Any], name: str | None, members: Sequence[tuple[dict[str, Any], NewRun | str]]
-    ) -> tuple[str, list[str]]:
-        """A sweep and its runs in one transaction. Each member is (grid point, a run to create or the
-        id of an existing run that already answers it: a cached or active identical spec)."""
+        self,
+        *,
+        spec: dict[str, Any],
+        name: str | None,
+        members: Sequence[tuple[dict[str, Any], NewRun | str]],
+        force: bool = False,
+    ) -> tuple[str, list[tuple[str, Answer]]]:
+        """A sweep and its runs in one transaction. Each member is (grid point, its run), queued as by
+        `submit`: a member whose key a run already answers joins the sweep as that run (and leaves its
+        stack); or (grid point, the id of a run in the store), which joins as it is (EXISTING). Returns the
+        sweep id and each member's (run id, answer), in order."""
         sweep_id = "s" + uuid.uuid4().hex[:11]
-        run_ids = []
+        answers = []
         with self.transaction(immediate=True) as db:
             db.execute(
                 "INSERT INTO sweeps (id, name, spec_json, created_at) VALUES (?, ?, ?, ?)",
@@ -186,16 +230,16 @@ class Store:
             for position, (point, member) in enumerate(members):
                 if isinstance(member, str):
                     if db.execute("SELECT 1 FROM runs WHERE id = ?", (member,)).fetchone() is None:
-                        raise StoreError(f"no run with id {member!r}")
-                    run_id = member
+                        raise StoreError(f"no run with id {member!r:.80}")
+                    run_id, answer = member, Answer.EXISTING
                 else:
-                    run_id = self._insert_run(db, member, status=RunStatus.QUEUED, worker=None)
+                    run_id, answer = self._submit(db, member, force=force)
                 db.execute(
                     "INSERT INTO sweep_runs (sweep_id, run_id, position, point_json) VALUES (?, ?, ?, ?)",
                     (sweep_id, run_id, position, json.dumps(point, sort_keys=True)),
                 )
-                run_ids.append(run_id)
-        return sweep_id, run_ids
+                answers.append((run_id, answer))
+        return sweep_id, answers
 
     # ------------------------------------------------------------------ reading
 
@@ -224,17 +268,6 @@ class Store:
         query += " ORDER BY sweep_runs.position" if sweep_id is not None else " ORDER BY runs.created_at DESC"
         with self.transaction() as db:
             return [RunRecord.from_row(r) for r in db.execute(query + " LIMIT ?", (*args, limit))]
-
-    def find_by_key(self, cache_key: str, statuses: Iterable[RunStatus]) -> RunRecord | None:
-        """The newest run with this cache key in one of `statuses`."""
-        wanted = [s.value for s in statuses]
-        with self.transaction() as db:
-            row = db.execute(
-                f"SELECT * FROM runs WHERE cache_key = ? AND status IN ({_placeholders(wanted)})"
-                " ORDER BY created_at DESC LIMIT 1",
-                (cache_key, *wanted),
-            ).fetchone()
-        return RunRecord.from_row(row) if row else None
 
     def events(self, run_id: str) -> list[RunEvent]:
         """A run's status history, oldest first."""

@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import train_spec
+from app.safe_text import unescape
 from app.train_presets import FORM_DEFAULTS, PRESETS
 from app.train_spec import ALGORITHM_TITLES, raw_spec
 from cache import RunStatus
@@ -216,7 +217,7 @@ def test_invalid_configurations_are_explained_and_cannot_launch(home, store, cha
         widget = next(w for kind in ("selectbox", "select_slider") for w in getattr(at, kind) if w.key == key)
         widget.set_value(value).run()
         assert not at.exception, at.exception
-    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+    assert any(message in unescape(e.value) for e in at.error), [e.value for e in at.error]  # engine text: escaped
     assert at.button(key="train").disabled  # AppTest, like a browser, cannot press it
     assert store.list_runs() == []
 

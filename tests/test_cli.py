@@ -97,7 +97,7 @@ def test_missing_schedule_arguments_are_named(home):
     ("content", "message"),
     [
         ("{not json", "not valid JSON"),
-        (json.dumps(fast_spec(lot_size=-3)), "lot_size: must be an integer in [1, 1e+06]"),
+        (json.dumps(fast_spec(lot_size=-3)), "lot_size: must be an integer in [1, 1000000]"),
         (json.dumps(fast_spec(delta=0.01)), "delta: must be < 1/N"),
     ],
 )

@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import data_upload, services
+from app.safe_text import unescape
 from cache import RunStatus, Store
 from engine.jobs.queue import submit
 from engine.jobs.transfer import export_runs, import_runs
@@ -31,7 +32,8 @@ def open_page(page: str) -> AppTest:
 
 
 def errors(at: AppTest) -> list[str]:
-    return [e.value for e in at.error]
+    """The errors as they read: untrusted text in them is backslash-escaped Markdown (`app.safe_text.literal`)."""
+    return [unescape(e.value) for e in at.error]
 
 
 def metrics(at: AppTest) -> dict[str, str]:
@@ -110,7 +112,7 @@ def test_a_csv_goes_from_upload_through_its_schema_to_a_saved_dataset(home, stor
     at.text_input(key="data_label").set_value("People (synthetic)").run()
     at.button(key="data_save").click().run()
     assert not at.exception and errors(at) == [], (at.exception, errors(at))
-    assert any("Saved **People (synthetic)**" in s.value for s in at.success)
+    assert any("Saved **People (synthetic)**" in unescape(s.value) for s in at.success)
 
     [(label, dataset, schema)] = services.uploaded_datasets()
     assert label == "People (synthetic)" and dataset.startswith("csv:")
@@ -300,20 +302,60 @@ def test_export_then_import_into_another_store(home, store, tmp_path, monkeypatc
     assert zipfile.ZipFile(io.BytesIO(archive)).testzip() is None
 
     other = Store(tmp_path / "other.sqlite3")
-    report = import_runs(other, archive)
-    assert set(report.imported) == {done, failed} and report.cache_hits == (done,)
-    assert other.get_run(failed).error == "boom"
+    report = import_runs(other, archive)  # results computed elsewhere: records only, unless asked
+    assert set(report.imported) == {done, failed} and report.cache_hits == ()
+    assert other.get_run(failed).error == "boom" and other.get_run(done).imported
 
-    # The page's import, into a third lab (a fresh data home).
+    # The page's import, into a third lab (a fresh data home): the checkbox to serve from the cache is unticked.
     monkeypatch.setenv("DPLAB_HOME", str(tmp_path / "third"))
     third = open_page("views/runs.py")
     third.file_uploader(key="runs_import_file").set_value(("runs.zip", archive, "application/zip")).run()
     assert any("2 run(s) (1 finished, 1 failed)" in c.value for c in third.caption)
+    serve = third.checkbox(key="runs_import_serve")
+    assert serve.label == "Serve these results from the cache for identical runs here" and serve.value is False
+    assert "computed elsewhere" in serve.help and "cache hits (marked imported)" in serve.help
+    assert "you made or whose source you trust" in serve.help
+    assert not [w for w in third.warning if "Results computed elsewhere" in w.value]
     third.button(key="runs_import_confirm").click().run()
     assert not third.exception, third.exception
-    assert any("Imported 2 run(s); skipped 0" in s.value for s in third.success)
-    assert set(table_with(third, "status")["run"]) == {done, failed}
-    assert {r.id for r in Store(tmp_path / "third" / "runs.sqlite3").list_runs()} == {done, failed}
+    assert [s.value for s in third.success if s.value.startswith("Imported")] == [
+        "Imported 2 run(s); skipped 0. 0 served from the cache for identical runs here (marked imported); 2 kept "
+        "as records only."
+    ]
+    assert third.get("json")  # the report itself
+    table = table_with(third, "status")
+    assert set(table["run"]) == {done, failed} and list(table["imported"]) == [True, True]
+    assert any("Imported from an archive" in i.value for i in third.info)  # the opened run says so
+    runs = Store(tmp_path / "third" / "runs.sqlite3").list_runs()
+    assert {r.id for r in runs} == {done, failed} and all(r.imported for r in runs)
+
+
+def test_an_import_serves_from_the_cache_only_when_ticked_and_says_so(home, tmp_path):
+    source = Store(tmp_path / "source.sqlite3")
+    done = finished_run(source)
+    archive = export_runs(source, all_runs=True)
+    at = open_page("views/runs.py")
+    at.file_uploader(key="runs_import_file").set_value(("runs.zip", archive, "application/zip")).run()
+    at.checkbox(key="runs_import_serve").check().run()
+    assert any("Results computed elsewhere" in w.value for w in at.warning)
+    at.button(key="runs_import_confirm").click().run()
+    assert not at.exception, at.exception
+    assert [s.value for s in at.success] == [
+        "Imported 1 run(s); skipped 0. 1 served from the cache for identical runs here (marked imported); 0 kept "
+        "as records only."
+    ]
+
+    # Train the same configuration here: the imported run answers, and the banner says it was imported.
+    at.switch_page("views/train.py").run()
+    at.select_slider(key="train_epochs").set_value(1).run()
+    at.button(key="train").click().run()
+    assert not at.exception, at.exception
+    store = Store(home / "runs.sqlite3")
+    assert [r.id for r in store.list_runs()] == [done]  # nothing new was queued
+    [banner] = [s.value for s in at.success if "From the result cache" in s.value]
+    assert banner.startswith("**From the result cache, imported**") and f"run `{done}`" in banner
+    assert "computed elsewhere" in banner and "Nothing was trained here" in banner
+    assert any("Imported from an archive" in i.value for i in at.info)
 
 
 def broken_archives(valid: bytes) -> dict[str, bytes]:

@@ -121,6 +121,13 @@ def test_parallel_noise_chunks_are_independent_and_reproducible():
 
     first, again = draw(21), draw(21)
     assert torch.equal(first, again)
+    threads = torch.get_num_threads()
+    try:  # the same draws whatever the number of threads (another machine, OMP_NUM_THREADS, a Ray task)
+        for count in (1, 3):
+            torch.set_num_threads(count)
+            assert torch.equal(draw(21), first), f"the noise changed with {count} thread(s)"
+    finally:
+        torch.set_num_threads(threads)
     assert_normal_with_std(first.numpy(), 1.0)
     halves = first.numpy().reshape(2, -1)  # the chunks, when there are two: their draws must not repeat
     r = np.corrcoef(halves)[0, 1]

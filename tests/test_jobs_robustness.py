@@ -28,13 +28,14 @@ FAST_HEARTBEAT = {"DPLAB_HEARTBEAT_S": "0.3", "DPLAB_STALE_AFTER_S": str(STALE_A
 TERMINAL = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
-def env_for(home: Path) -> dict[str, str]:
-    return {**os.environ, **FAST_HEARTBEAT, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+def env_for(home: Path, **overrides: str) -> dict[str, str]:
+    return {**os.environ, **FAST_HEARTBEAT, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+            **overrides}  # fmt: skip
 
 
-def start(home: Path, *args: str, log: Path | None = None) -> subprocess.Popen:
+def start(home: Path, *args: str, log: Path | None = None, **env: str) -> subprocess.Popen:
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (closed with the process)
-    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env_for(home), stdout=out, stderr=out,
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env_for(home, **env), stdout=out, stderr=out,
                             start_new_session=True)  # fmt: skip
 
 
@@ -75,16 +76,16 @@ def running_with_progress(store: Store, run_id: str, steps: int = 3):
 
 def test_kill_9_of_a_pool_worker_fails_its_run_and_the_queue_goes_on(home, store, tmp_path):
     long = queue(store, epochs=500)
-    pool = start(home, "-m", "engine", "worker", "--workers", "2", "--poll", "0.1", log=tmp_path / "pool.log")
+    # Heartbeats go stale only after 10 minutes here, so the run can fail only because the pool saw its worker die
+    pool = start(home, "-m", "engine", "worker", "--workers", "2", "--poll", "0.1", log=tmp_path / "pool.log",
+                 DPLAB_STALE_AFTER_S="600")  # fmt: skip
     try:
         victim = wait_for(lambda: running_with_progress(store, long), timeout=120, what="the long run to train")
         second = queue(store, epochs=2, seed=7)
         os.kill(pid_of(victim.worker), signal.SIGKILL)
-        killed_at = time.monotonic()
-        lost = wait_for(lambda: (r := store.get_run(long)).status is RunStatus.FAILED and r, timeout=30,
+        lost = wait_for(lambda: (r := store.get_run(long)).status is RunStatus.FAILED and r, timeout=120,
                         what="the killed worker's run to fail")  # fmt: skip
-        assert time.monotonic() - killed_at <= STALE_AFTER_S, "the pool saw its worker die: no heartbeat wait"
-        assert lost.error.startswith("worker lost") and "SIGKILL" in lost.error, lost.error
+        assert lost.error.startswith("worker lost") and "SIGKILL" in lost.error, lost.error  # the pool's words
         assert store.metrics(long), "the lost run keeps the metrics it had streamed"
         done = wait_for(lambda: (r := store.get_run(second)).status in TERMINAL and r, timeout=120,
                         what="the second run")  # fmt: skip
@@ -104,12 +105,10 @@ def test_a_worker_killed_without_a_pool_is_reaped_after_its_heartbeat_goes_stale
     second = queue(store, epochs=2, seed=8)
     lone.send_signal(signal.SIGKILL)
     lone.wait()
-    killed_at = time.monotonic()
     other = start(home, "-m", "engine", "worker", "--workers", "1", "--poll", "0.1", log=tmp_path / "other.log")
     try:
-        lost = wait_for(lambda: (r := store.get_run(lost_id)).status is RunStatus.FAILED and r, timeout=60,
+        lost = wait_for(lambda: (r := store.get_run(lost_id)).status is RunStatus.FAILED and r, timeout=120,
                         what="the stale run to be reaped")  # fmt: skip
-        assert time.monotonic() - killed_at <= STALE_AFTER_S + 15  # the timeout, plus a second worker's start-up
         assert lost.error.startswith(f"worker lost: no heartbeat from {victim.worker}")
         assert wait_for(lambda: store.get_run(second).status is RunStatus.FINISHED, timeout=120, what="run two")
     finally:
@@ -231,7 +230,7 @@ def dashboard_pid(launcher: subprocess.Popen) -> int | None:
 def test_kill_9_of_the_dashboard_loses_nothing_and_it_comes_back(home, store, tmp_path):
     port = free_port()
     env = {**env_for(home), "DPLAB_PORT": str(port), "DPLAB_WORKERS": "1"}
-    long = queue(store, epochs=40)
+    long = queue(store, epochs=1000)  # trains until cancelled below, however fast the machine
     short = queue(store, epochs=2, seed=3)
     log = open(tmp_path / "run.log", "wb")  # noqa: SIM115 (closed with the process)
     launcher = subprocess.Popen(["bash", "scripts/run.sh"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -245,6 +244,8 @@ def test_kill_9_of_the_dashboard_loses_nothing_and_it_comes_back(home, store, tm
         wait_for(lambda: store.get_run(long).progress_step > progress + 5, timeout=60, what="training to go on")
         wait_for(lambda: (pid := dashboard_pid(launcher)) and pid != first and healthy(port), timeout=120,
                  what="the dashboard to come back")  # fmt: skip
+        assert store.get_run(long).status is RunStatus.RUNNING, "the long run trained through the dashboard's death"
+        store.request_cancel(long)
         wait_for(lambda: all(store.get_run(r).status in TERMINAL for r in (long, short)), timeout=300,
                  what="both runs", every=0.5)  # fmt: skip
     finally:
@@ -254,11 +255,11 @@ def test_kill_9_of_the_dashboard_loses_nothing_and_it_comes_back(home, store, tm
         finally:
             with contextlib.suppress(ProcessLookupError):  # whatever is left of the launcher's session
                 os.killpg(launcher.pid, signal.SIGKILL)
-    for run_id in (long, short):
+    for run_id, status in ((long, RunStatus.CANCELLED), (short, RunStatus.FINISHED)):
         run = store.get_run(run_id)
-        assert run.status is RunStatus.FINISHED, run.error
+        assert run.status is status, run.error
         steps = {step for step, name, _ in store.metrics(run_id) if name == "epsilon"}
-        assert steps == set(range(run.total_steps + 1))
+        assert steps == set(range(run.result["steps"] + 1)), "every step's metrics, none lost"
     assert store.integrity_ok()
 
     from streamlit.testing.v1 import AppTest  # the restarted dashboard's Runs page lists both, finished
@@ -267,4 +268,4 @@ def test_kill_9_of_the_dashboard_loses_nothing_and_it_comes_back(home, store, tm
     page.switch_page("views/runs.py").run()
     assert not page.exception
     table = next(d.value for d in page.dataframe if "status" in d.value)
-    assert set(table["run"]) == {long, short} and set(table["status"]) == {"finished"}
+    assert set(table["run"]) == {long, short} and set(table["status"]) == {"finished", "cancelled"}

@@ -142,7 +142,8 @@ def test_a_worker_trains_a_stack_and_ends_each_run_with_its_own_metrics(store):
         assert series[run.id]["epsilon_pld"][run.total_steps] == run.result["epsilons"]["pld"]
     low, _, high, _ = (series[r.id]["epsilon"][r.total_steps] for r in runs)
     assert low > high, "σ = 2 spends more than σ = 4"
-    assert runs[0].result["test_accuracy"] != runs[1].result["test_accuracy"], "each seed its own model"
+    # each seed its own model (losses, not accuracies: two models can agree on every test label by chance)
+    assert runs[0].result["test_loss"] != runs[1].result["test_loss"], "each seed its own model"
 
 
 def test_runs_with_one_ledger_share_one_accounting_thread(store):

@@ -6,6 +6,7 @@ import io
 import json
 import sqlite3
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,12 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
 from app.charts import RUN_PALETTE, run_color, sweep_frontier_figure
+from app.safe_text import unescape
 from app.sweep_frontier import frontier
 from app.sweep_grid import GridInputError, parse_values
 from cache import RunStatus, Store
+from cache.archive import ArchivedRun
+from cache.maintenance import insert_runs
 from engine.jobs.queue import submit
 from engine.jobs.sweep import submit_sweep
 from engine.jobs.worker import Worker
@@ -133,7 +137,7 @@ def test_bad_sweep_values_show_an_error_naming_the_field_and_queue_nothing(home,
         widget = at.selectbox(key=key) if key in ("sweep_first", "sweep_second") else at.text_input(key=key)
         widget.set_value(value).run()
     assert not at.exception, at.exception
-    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+    assert any(message in unescape(e.value) for e in at.error), [e.value for e in at.error]  # typed text: escaped
     assert at.button(key="sweep_launch").disabled
     assert store.list_runs() == [] and store.list_sweeps() == []
 
@@ -283,6 +287,20 @@ def test_compare_page_without_runs_explains_what_to_do(home):
     assert any("No runs yet" in i.value for i in at.info)
 
 
+@pytest.fixture
+def downloads(monkeypatch) -> list[tuple[bytes, str | None]]:
+    """Every file the page offers for download, as (data, file name), in the order offered."""
+    offered: list[tuple[bytes, str | None]] = []
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        offered.append((path_or_data, filename))
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    return offered
+
+
 def select_all(at: AppTest, store: Store) -> list[str]:
     ids = [r.id for r in store.list_runs()]
     at.multiselect(key="compare_runs").set_value(ids).run()
@@ -290,15 +308,7 @@ def select_all(at: AppTest, store: Store) -> list[str]:
     return ids
 
 
-def test_compare_filters_overlays_and_tabulates_the_selected_runs(trained_store, monkeypatch):
-    downloads: list[tuple[bytes, str | None]] = []
-    original = MemoryMediaFileStorage.load_and_get_id
-
-    def record(self, path_or_data, mimetype, kind, filename=None):
-        downloads.append((path_or_data, filename))
-        return original(self, path_or_data, mimetype, kind, filename)
-
-    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+def test_compare_filters_overlays_and_tabulates_the_selected_runs(trained_store, downloads):
     store = trained_store
     at = open_page("compare")
     filters = {w.key: w for w in at.multiselect}
@@ -364,6 +374,30 @@ def test_delete_needs_a_confirmation_and_refuses_queued_runs(trained_store):
     assert at.multiselect(key="compare_runs").value == []
 
     at.multiselect(key="compare_runs").set_value([second, queued]).run()
-    assert any(f"cannot delete 1 active run(s): {queued} (queued)" in e.value for e in at.error)
+    assert any(f"cannot delete 1 active run(s): {queued} (queued)" in unescape(e.value) for e in at.error)
     assert at.checkbox(key="compare_confirm_delete").disabled and at.button(key="compare_delete").disabled
     assert {r.id for r in store.list_runs()} == {second, queued}
+
+
+def test_compare_marks_imported_runs_and_its_csv_neutralizes_formulas(trained_store, downloads):
+    store = trained_store
+    local = store.list_runs()[0]
+    formula = '=HYPERLINK("http://example.invalid/x","click")'
+    copy = replace(ArchivedRun.from_record(local, store.events(local.id)), id="imported-run", error=formula,
+                   cache_key="imported:test")  # fmt: skip
+    insert_runs(store, [copy])
+    at = open_page("compare")
+    ids = select_all(at, store)
+    labels = {label.split(" · ")[0]: label for label in at.multiselect(key="compare_runs").options}
+    assert set(labels) == set(ids)
+    assert labels["imported-run"].endswith(" · imported")
+    assert not any(label.endswith("imported") for run_id, label in labels.items() if run_id != "imported-run")
+    table = next(d.value for d in at.dataframe if "noise_multiplier" in d.value)
+    assert list(table.columns[:3]) == ["run", "status", "imported"]
+    assert dict(zip(table["run"], table["imported"], strict=True)) == {r: r == "imported-run" for r in ids}
+
+    at.download_button(key="compare_csv")
+    csv = next(data for data, name in downloads if name == "dplab-runs.csv")
+    parsed = pd.read_csv(io.BytesIO(csv)).set_index("run")
+    assert parsed.loc["imported-run", "error"] == "'" + formula  # a spreadsheet shows it as text
+    assert parsed.loc[local.id, "epsilon"] == pytest.approx(local.result["epsilon"])  # numbers stay numbers

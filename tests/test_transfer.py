@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from cache import RunStatus, Store, StoreError
 from cache import archive as archive_module
-from cache.archive import ArchiveError, read_archive
+from cache.archive import ArchiveError
+from cache.archive_reader import read_archive
 from engine import ENGINE_VERSION
 from engine.jobs.queue import submit
 from engine.jobs.transfer import export_runs, import_runs, prepare_export
@@ -81,7 +82,7 @@ def test_round_trip_gives_identical_runs_metrics_events_and_sweeps(source, store
     export = prepare_export(source, all_runs=True)
     assert export.left_out == ((ids["queued"], "queued: only finished, failed and cancelled runs are exported"),)
     assert set(export.run_ids) == {ids[k] for k in ("finished", "failed", "cancelled", "other")}
-    report = import_runs(store, export.data)
+    report = import_runs(store, export.data, serve_from_cache=True)
     assert set(report.imported) == set(export.run_ids) and report.skipped == () and report.not_cached == ()
     assert set(report.cache_hits) == {ids["finished"], ids["other"]} and report.sweeps_added == (ids["sweep"],)
     assert report.metric_rows == sum(len(source.metrics(i)) for i in export.run_ids)
@@ -121,7 +122,7 @@ def trained(tmp_path_factory):
 
 def test_a_trained_run_imported_elsewhere_is_a_cache_hit(trained, store):
     source, run_id, data = trained
-    assert import_runs(store, data).cache_hits == (run_id,)
+    assert import_runs(store, data, serve_from_cache=True).cache_hits == (run_id,)
     assert_same_runs(source, store, [run_id])
     answer = submit(store, parse_spec(fast_spec(epochs=1)))
     assert answer.cached and answer.run_id == run_id
@@ -164,7 +165,7 @@ def test_cache_keys_in_an_archive_are_not_trusted(source, store):
         run["spec"] = fast_spec()
 
     fresh = Store(Path(store.path).with_name("fresh.sqlite3"))
-    import_runs(fresh, rewrite_runs(data, wrong_key_short_spec))
+    import_runs(fresh, rewrite_runs(data, wrong_key_short_spec), serve_from_cache=True)
     assert fresh.get_run(run_id).cache_key == current_key
     assert fresh.get_run(run_id).spec == source.get_run(run_id).spec
     assert submit(fresh, parse_spec(fast_spec())).run_id == run_id
@@ -301,7 +302,7 @@ MALFORMED = {
     "run count": (edit_json("manifest.json", lambda m: m.update(run_count=9)), "run_count is 9 but the archive holds"),
     "bad json": (edit_member("runs.json", b'[{"id": '), r"runs.json: not valid JSON \(Expecting value"),
     "not utf-8": (edit_member("runs.json", b'["\xff"]'), "runs.json: not UTF-8"),
-    "repeated key": (edit_member("manifest.json", b'{"format": 1, "format": 2}'), "repeats a key"),
+    "repeated key": (edit_member("manifest.json", b'{"format": 1, "format": 2}'), "repeats the key"),
     "runs not a list": (edit_member("runs.json", b"{}"), "runs.json: runs: must be a list"),
     "NaN in result": (
         edit_member("runs.json", replace=(b'"test_loss": 0.3', b'"test_loss": NaN')),
@@ -342,7 +343,7 @@ MALFORMED = {
     "csv bad value": (edit_csv("7,epsilon,lots\n"), "value must be a number; got 'lots'"),
     "csv NaN": (edit_csv("7,epsilon,nan\n"), "value is NaN"),
     "csv float step": (edit_csv("7.5,epsilon,1\n"), "step must be an integer"),
-    "csv repeated row": (edit_csv("0,epsilon,1\n"), "appears twice"),
+    "csv repeated row": (edit_csv("0,epsilon,1\n"), "comes after step"),
     "NaN timestamp": (set_field("finished_at", math.nan), "finished_at: must be a finite number >= 0; got nan"),
     "csv header": (lambda d: edit_member(metrics_name(d), b"a,b,c\n")(d), "the header must be step,name,value"),
     "huge declared size": (patch_central(24, "<I", 2**32 - 1), "declare .* bytes uncompressed; at most"),
@@ -454,7 +455,7 @@ def test_store_commands_fail_with_status_2_and_change_nothing(store, capsys, tmp
     bad.write_bytes(b"PK\x03\x04 not really")
     cases = [
         (["import", str(bad)], "bad.zip: not a readable zip archive"),
-        (["import", str(tmp_path / "missing.zip")], "missing.zip: no such file"),
+        (["import", str(tmp_path / "missing.zip")], "missing.zip: cannot read run archive (No such file"),
         (["export", "-o", str(tmp_path / "x.zip")], "give run ids, --sweep ID or --all"),
         (["export", ids["queued"], "-o", str(tmp_path / "x.zip")], "no finished, failed or cancelled run"),
         (["export", "--all", ids["failed"], "-o", str(tmp_path / "x.zip")], "give it alone"),
@@ -466,3 +467,34 @@ def test_store_commands_fail_with_status_2_and_change_nothing(store, capsys, tmp
         code, out = cli_json(capsys, *args)
         assert code == 2 and message in out["error"], (args, out)
     assert dump(store) == before and not (tmp_path / "x.zip").exists()
+
+
+# ---------------------------------------------------------------------------------------- memory
+
+
+def test_an_import_streams_in_memory_that_does_not_grow_with_the_archive(tmp_path):
+    """Python's peak allocation while importing an archive of 10 runs × 11 steps and one of 60 runs × 201 steps
+    (110 times the metric rows). Streaming holds one run, one chunk of text and one batch of rows: the larger may
+    need at most one more batch of `METRIC_BATCH` rows (each a tuple of four, ~200 bytes) and one more
+    decompressed chunk (1 MiB of bytes and its text) than the smaller. Holding the rows would take 110 times as
+    much (~20 MB more); the reader of the previous version allocated the archive's 512 MiB limit up front."""
+    import tracemalloc
+
+    from bench.archive import synthetic_archive
+    from cache.archive_reader import CHUNK_CHARACTERS
+    from cache.maintenance import METRIC_BATCH
+
+    peaks = []
+    for runs, steps in ((10, 10), (60, 200)):
+        path = tmp_path / f"{runs}.zip"
+        synthetic_archive(path, runs=runs, steps=steps)
+        store = Store(tmp_path / f"store-{runs}" / "runs.sqlite3")
+        tracemalloc.start()
+        try:
+            assert len(import_runs(store, path).imported) == runs
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert len(store.metrics(f"r{runs - 1:011d}")) == (steps + 1) * 10
+    allowance = METRIC_BATCH * 200 + 2 * CHUNK_CHARACTERS
+    assert peaks[1] < peaks[0] + allowance, f"{peaks[1] / 1e6:.1f} MB against {peaks[0] / 1e6:.1f} MB"

@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app import run_panel, services
+from app.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus, StoreError
 from cache.archive import ArchiveError
 
@@ -18,7 +19,7 @@ TERMINAL = [RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED]
 
 
 def _when(seconds: float | None) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else ""
+    return timestamp_text(seconds) if seconds else ""
 
 
 def _label(run: RunRecord) -> str:
@@ -48,7 +49,7 @@ def _cancel(run_ids: list[str]) -> None:
     try:
         after = services.cancel_runs(run_ids)
     except StoreError as exc:
-        st.session_state["runs_cancelled"] = f"Not cancelled: {exc}"
+        st.session_state["runs_cancelled"] = f"Not cancelled: {literal(exc)}"
         return
     cancelled, stopping = after.count(RunStatus.CANCELLED), after.count(RunStatus.RUNNING)
     parts = []
@@ -76,10 +77,11 @@ def queue() -> None:
     for position, run in enumerate(active[:QUEUE_ROWS], start=1 - running):
         text, button = st.columns([6, 1], vertical_alignment="center")
         if run.status is RunStatus.RUNNING:
-            where = f"running on {run.worker or '?'} · step {run.progress_step}/{run.total_steps or '?'}"
+            where = f"running on {literal(run.worker or '?')} · step {run.progress_step}/{run.total_steps or '?'}"
         else:
             where = f"#{position} in the queue · submitted {_when(run.created_at)}"
-        text.markdown(f"`{run.id}` · {run.spec.get('dataset', '?')}/{run.spec.get('model', '?')} · {where}")
+        data = literal(f"{run.spec.get('dataset', '?')}/{run.spec.get('model', '?')}")
+        text.markdown(f"`{run.id}` · {data} · {where}")
         button.button(
             "Cancel",
             key=f"runs_cancel::{run.id}",
@@ -197,7 +199,7 @@ def export_runs() -> None:
         try:
             st.session_state["runs_export"] = (wanted, services.export_runs(list(chosen), include_metrics=metrics))
         except (ArchiveError, StoreError) as exc:
-            st.error(f"**Nothing exported**: {exc}", icon=":material/error:")
+            st.error(f"**Nothing exported**: {literal(exc)}", icon=":material/error:")
     prepared = st.session_state.get("runs_export")
     if prepared and prepared[0] == wanted:
         export = prepared[1]
@@ -212,13 +214,26 @@ def export_runs() -> None:
         )
 
 
+SERVE_HELP = (
+    "The archive's results were computed elsewhere. Ticked, its finished runs of this engine version answer "
+    "identical submissions here: they are shown as cache hits (marked imported) instead of training here. Only "
+    "trust archives you made or whose source you trust. Unticked, they are kept as records only."
+)
+
+
+def import_report_text(report: dict) -> str:
+    """What an import did, in one sentence: counts only (the report itself is shown as JSON below it)."""
+    imported, hits = len(report["imported"]), len(report["cache_hits"])
+    return (
+        f"Imported {imported} run(s); skipped {len(report['skipped'])}. {hits} served from the cache for identical "
+        f"runs here (marked imported); {imported - hits} kept as records only."
+    )
+
+
 def import_runs() -> None:
     st.markdown("**Import**: an archive exported by this lab. Runs already here are skipped, never overwritten.")
     if report := st.session_state.pop("runs_import_report", None):  # shown once, after the import's rerun
-        st.success(
-            f"Imported {len(report['imported'])} run(s); skipped {len(report['skipped'])}.",
-            icon=":material/download_done:",
-        )
+        st.success(import_report_text(report), icon=":material/download_done:")
         st.json(report, expanded=False)
     upload = st.file_uploader(
         "Run archive (.zip)",
@@ -232,7 +247,7 @@ def import_runs() -> None:
     preview = services.preview_run_archive(data)
     if preview.error is not None:
         st.error(
-            f"**This archive cannot be imported**: {preview.error.rstrip('.')}. The store is unchanged.",
+            f"**This archive cannot be imported**: {literal(preview.error.rstrip('.'))}. The store is unchanged.",
             icon=":material/error:",
         )
         return
@@ -240,17 +255,30 @@ def import_runs() -> None:
     st.caption(
         f"{len(preview.run_ids)} run(s) ({', '.join(f'{n} {s}' for s, n in by_status.items())}), "
         f"{preview.sweeps} sweep(s), exported {_when(preview.created_at)} by engine "
-        f"{preview.engine_version}, {'with' if preview.includes_metrics else 'without'} metrics."
+        f"{literal(preview.engine_version)}, {'with' if preview.includes_metrics else 'without'} metrics."
     )
+    serve = st.checkbox(
+        "Serve these results from the cache for identical runs here",
+        value=False,
+        key="runs_import_serve",
+        help=SERVE_HELP,
+    )
+    if serve:
+        st.warning(
+            "**Results computed elsewhere**: identical submissions here will be answered by this archive's "
+            "finished runs (marked imported) instead of training. Tick this only for an archive you made or "
+            "whose source you trust.",
+            icon=":material/warning:",
+        )
     if st.button(
         f"Import {len(preview.run_ids)} run(s)",
         key="runs_import_confirm",
         help="Add the archive's runs to this store in one transaction: all of them or none.",
     ):
         try:
-            report = services.import_run_archive(data)
+            report = services.import_run_archive(data, serve_from_cache=serve)
         except (ArchiveError, StoreError) as exc:
-            st.error(f"**Nothing imported**: {exc}. The store is unchanged.", icon=":material/error:")
+            st.error(f"**Nothing imported**: {literal(exc)}. The store is unchanged.", icon=":material/error:")
             return
         st.session_state["runs_import_report"] = report.to_dict()
         st.rerun()  # the counts and tables above include the imported runs

@@ -4,6 +4,7 @@ privacy–utility frontier (accuracy against ε, spread over seeds) grow as its 
 import streamlit as st
 
 from app import services, sweep_base, sweep_form, sweep_panel
+from app.safe_text import literal
 from app.sweep_frontier import SPREADS
 from engine.training import SpecError
 
@@ -20,7 +21,7 @@ choice = sweep_form.grid_inputs(base)
 preview = services.preview_sweep(choice.spec) if choice.spec is not None else None
 problem = choice.error or (preview.error if preview else None)
 if problem:
-    st.error(f"Cannot launch this sweep: {problem}")
+    st.error(f"Cannot launch this sweep: {literal(problem)}")
 elif preview is not None:
     st.info(sweep_form.preview_text(choice, preview))
 
@@ -29,7 +30,7 @@ if st.button("Launch sweep", type="primary", key="sweep_launch", disabled=proble
     try:
         submission = services.launch_sweep(choice.spec)
     except SpecError as exc:
-        st.error(f"Cannot launch this sweep: {exc}")
+        st.error(f"Cannot launch this sweep: {literal(exc)}")
     else:
         st.session_state["sweep_shown"] = submission.sweep_id
         st.success(sweep_form.launched_text(submission, vectorize=choice.spec["vectorize"]))

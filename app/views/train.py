@@ -5,6 +5,7 @@ import json
 import streamlit as st
 
 from app import run_panel, services, spec_form, train_spec
+from app.safe_text import literal
 from engine.training import SpecError
 
 raw_spec = spec_form.spec_form()
@@ -24,7 +25,7 @@ if st.button(
     try:
         submission = services.submit_spec(raw_spec)
     except SpecError as exc:
-        st.error(f"Cannot train this configuration: {exc}")
+        st.error(f"Cannot train this configuration: {literal(exc)}")
     else:
         st.query_params["run"] = submission.run_id
         st.session_state["from_cache"] = submission.run_id if submission.cached else None

@@ -1,8 +1,12 @@
 """What every command shares: the error type, JSON output and reading JSON input files."""
 
+import argparse
 import json
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
+
+from cache.inputs import InputError, read_limited, read_regular_file, shown_path, strict_json
+from engine.privacy.limits import NumberRange, brief
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024  # a spec or grid spec file; anything larger is not a spec
 
@@ -16,30 +20,34 @@ def emit(obj: Any) -> None:
 
 
 def read_json_file(path: str, *, what: str) -> Any:
-    """A JSON document from `path` ("-" for stdin), with an error naming the file and the problem."""
+    """A JSON document from `path` ("-" for stdin), with an error naming the file and the problem. Only a
+    regular file is read (never a FIFO or a device), at most `MAX_INPUT_BYTES`; an object may not repeat
+    a key (`cache.inputs.strict_json`)."""
+    import sys
+
     try:
         if path == "-":
-            import sys
-
-            text = sys.stdin.read(MAX_INPUT_BYTES + 1)
+            data = read_limited(sys.stdin.buffer, limit=MAX_INPUT_BYTES, where="standard input", what=what)
         else:
-            file = Path(path)
-            if file.is_dir():
-                raise CliError(f"{path}: is a directory, not a {what} file")
-            if file.stat().st_size > MAX_INPUT_BYTES:
-                raise CliError(f"{path}: larger than {MAX_INPUT_BYTES // 2**20} MiB; not a {what}")
-            text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CliError(f"{path}: cannot read {what} ({exc.strerror})") from exc
-    except UnicodeDecodeError:
-        raise CliError(f"{path}: not UTF-8 text; a {what} is a JSON file") from None
-    if len(text) > MAX_INPUT_BYTES:
-        raise CliError(f"{path}: larger than {MAX_INPUT_BYTES // 2**20} MiB; not a {what}")
-    if not text.strip():
-        raise CliError(f"{path}: empty file; a {what} is a JSON object")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
-    except RecursionError:
-        raise CliError(f"{path}: JSON nested too deeply") from None
+            data = read_regular_file(path, limit=MAX_INPUT_BYTES, what=what)
+        if not data.strip():
+            raise CliError(f"{shown_path(path)}: empty file; a {what} is a JSON object")
+        return strict_json(data, where="standard input" if path == "-" else shown_path(path))
+    except InputError as exc:
+        raise CliError(str(exc)) from None
+
+
+def bounded(allowed: NumberRange) -> Callable[[str], float | int]:
+    """An argparse type: the argument as a number in `allowed`, else an error naming the allowed range
+    (NaN, ±inf and numbers beyond it are refused before any work is done with them)."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value: Any = int(text) if allowed.integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {allowed.describe()}, got {brief(text)}") from None
+        if (problem := allowed.problem(value)) is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return allowed.convert(value)
+
+    return parse

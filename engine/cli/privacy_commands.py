@@ -4,15 +4,21 @@ import argparse
 import math
 
 from cache import Store
-from engine.cli.common import CliError, emit
+from engine.cli.common import CliError, bounded, emit
 from engine.privacy import (
     ACCOUNTANTS,
     NotApplicableError,
     calibrate_noise_multiplier,
     dpsgd_step_event,
+    limits,
     panel,
     single_phase,
 )
+from engine.privacy.limits import NumberRange
+
+DATASET_SIZE = NumberRange(low=1, high=10**9, integer=True)
+EPOCHS = NumberRange(low=0.0, high=10**6, low_open=True)
+DELTA = NumberRange(low=0.0, high=1.0, low_open=True, high_open=True)  # any (ε, δ) statement; runs allow ≤ 0.1
 
 TIGHT_ACCOUNTANTS = ("rdp", "pld")
 
@@ -27,16 +33,15 @@ def dpsgd_schedule(args: argparse.Namespace) -> tuple[float, int]:
         rate = args.lot_size / args.dataset_size
     else:
         raise CliError("give --sampling-rate, or --dataset-size with --lot-size")
-    if not 0 < rate <= 1:
-        raise CliError(f"--sampling-rate must be in (0, 1], got {rate}")
     if args.steps is not None:
         steps = args.steps
     elif args.epochs is not None:
         steps = math.ceil(args.epochs / rate - 1e-9)
+        if limits.ACCOUNTED_STEPS.problem(steps) is not None:
+            raise CliError(f"--epochs {args.epochs:g} at sampling rate {rate:g} is {steps:,} steps; "
+                           f"--steps must be {limits.ACCOUNTED_STEPS.describe()}")  # fmt: skip
     else:
         raise CliError("give --steps, or --epochs")
-    if steps < 1:
-        raise CliError(f"--steps must be >= 1, got {steps}")
     return rate, steps
 
 
@@ -82,17 +87,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("calibrate", cmd_calibrate, "the smallest σ meeting a target ε (default: the tightest accountant)"),
     ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--sampling-rate", type=float, help="q; or give --dataset-size and --lot-size")
-        p.add_argument("--dataset-size", type=int, help="N")
-        p.add_argument("--lot-size", type=int, help="expected lot size L (q = L/N)")
-        p.add_argument("--steps", type=int, help="T; or give --epochs (T = ⌈epochs / q⌉)")
-        p.add_argument("--epochs", type=float)
-        p.add_argument("--delta", type=float, required=True)
+        p.add_argument("--sampling-rate", type=bounded(limits.SAMPLING_RATE),
+                       help="q; or give --dataset-size and --lot-size")  # fmt: skip
+        p.add_argument("--dataset-size", type=bounded(DATASET_SIZE), help="N")
+        p.add_argument("--lot-size", type=bounded(DATASET_SIZE), help="expected lot size L (q = L/N)")
+        p.add_argument("--steps", type=bounded(limits.ACCOUNTED_STEPS), help="T; or give --epochs (T = ⌈epochs / q⌉)")
+        p.add_argument("--epochs", type=bounded(EPOCHS))
+        p.add_argument("--delta", type=bounded(DELTA), required=True)
         p.add_argument("--accountant", choices=list(ACCOUNTANTS), help="one accountant instead of the tightest")
         p.add_argument("--all", action="store_true", help="every accountant's answer in one JSON object")
         p.add_argument("--json", action="store_true", help="accepted for uniformity: the output is always JSON")
         if name == "epsilon":
-            p.add_argument("--noise-multiplier", type=float, required=True)
+            p.add_argument("--noise-multiplier", type=bounded(limits.NOISE_MULTIPLIER), required=True)
         else:
-            p.add_argument("--epsilon", type=float, required=True)
+            p.add_argument("--epsilon", type=bounded(limits.TARGET_EPSILON), required=True)
         p.set_defaults(func=func, needs_store=False)

@@ -7,8 +7,8 @@ import socket
 import sys
 import time
 
-from cache import RunStatus, Store
-from engine.cli.common import CliError, emit, read_json_file
+from cache import RunRecord, RunStatus, Store
+from engine.cli.common import CliError, bounded, emit, read_json_file
 from engine.jobs import settings, warmup
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import answer_from_store, new_run, submit
@@ -16,7 +16,9 @@ from engine.jobs.recording import RunRecorder
 from engine.jobs.run_training import train_claimed
 from engine.jobs.sweep import SweepSubmission, submit_sweep
 from engine.jobs.worker import Heartbeat, Worker
-from engine.training import parse_spec
+from engine.privacy import epsilon_text
+from engine.privacy.limits import NumberRange, brief
+from engine.training import load_dataset, parse_spec, plan_spec
 
 BACKENDS = ("local", "ray")
 
@@ -28,16 +30,25 @@ def read_spec(path: str):
 
 
 def cmd_train(args: argparse.Namespace, store: Store) -> None:
-    """Train in the foreground, recorded in the store like a worker's run."""
+    """Train in the foreground, recorded in the store like a worker's run. Whatever can refuse the spec
+    (planning σ, reading the dataset) runs before the store is touched."""
     spec, options = read_spec(args.spec)
     run = new_run(spec, options)
     if not args.force and (answer := answer_from_store(store, run.cache_key)) is not None and answer.cached:
-        emit({**store.get_run(answer.run_id).result, "cached": True, "run_id": answer.run_id})
+        if answer.imported and not args.quiet:
+            print(f"served from run {answer.run_id}, imported from an archive whose results you chose to serve "
+                  "from the cache; --force trains it here", file=sys.stderr)  # fmt: skip
+        emit({**store.get_run(answer.run_id).result, "cached": True, "imported": answer.imported,
+              "run_id": answer.run_id})  # fmt: skip
         return
+    plan = plan_spec(spec)
+    data_dirs = settings.default_data_dirs()
+    dataset = load_dataset(spec.dataset, data_dirs, schema=spec.schema)
     name = f"cli@{socket.gethostname()}:{os.getpid()}"
     store.register_worker(name, backend="cli", host=socket.gethostname(), pid=os.getpid(), device=None)
+    planned = {"noise_multiplier": plan.noise_multiplier} if plan.noise_multiplier is not None else None
     run_id = store.create_run(spec=run.spec, cache_key=run.cache_key, engine_version=run.engine_version,
-                              status=RunStatus.RUNNING, worker=name)  # fmt: skip
+                              status=RunStatus.RUNNING, worker=name, plan=planned)  # fmt: skip
     recorder = RunRecorder(store, store.get_run(run_id), worker=name)
     last_print = [0.0]
 
@@ -53,9 +64,10 @@ def cmd_train(args: argparse.Namespace, store: Store) -> None:
             recorder_plan = recorder.start()
             result = train_claimed(
                 run.spec,
-                data_dirs=settings.default_data_dirs(),
+                data_dirs=data_dirs,
                 sink=recorder.write,
                 plan=recorder_plan,
+                dataset=dataset,
                 on_step=progress,
                 should_stop=lambda: run_id in heartbeat.cancelled or recorder.cancel_requested,
             )
@@ -65,7 +77,7 @@ def cmd_train(args: argparse.Namespace, store: Store) -> None:
             raise
         recorder.finished(result)
     store.worker_stopped(name, reason="done")
-    emit({**result, "cached": False, "run_id": run_id})
+    emit({**result, "cached": False, "imported": False, "run_id": run_id})
 
 
 def cmd_submit(args: argparse.Namespace, store: Store) -> None:
@@ -75,6 +87,7 @@ def cmd_submit(args: argparse.Namespace, store: Store) -> None:
         emit(submission.to_dict())
     else:
         note = " (cached result)" if submission.cached else " (already queued)" if submission.existing else ""
+        note += " (imported from an archive)" if submission.imported else ""
         print(submission.run_id + note)
 
 
@@ -134,16 +147,27 @@ def cmd_runs(args: argparse.Namespace, store: Store) -> None:
         emit([r.summary() for r in runs])
         return
     for r in runs:
-        eps = ""
-        if r.result:
-            spent = r.result.get("epsilon")
-            eps = f"ε={spent:.3f}" if spent is not None else "ε=∞"
-            eps += f" acc={r.result['test_accuracy']:.3f}"
-        elif r.status is RunStatus.RUNNING and r.total_steps:
-            eps = f"step {r.progress_step}/{r.total_steps}"
-        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at))
-        dataset, model = r.spec.get("dataset", "?"), r.spec.get("model", "?")
-        print(f"{r.id}  {r.status.value:9}  {created}  {dataset}/{model}  {eps}  {r.error or ''}".rstrip())
+        print(run_line(r))
+
+
+def _shown(value: object, spec: str) -> str:
+    """A number formatted, anything else as '?' (a line never fails on an odd record)."""
+    return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else "?"
+
+
+def run_line(r: RunRecord) -> str:
+    """One run of `runs`: id, status, when, data/model, ε and accuracy (or progress), imported, error."""
+    summary = ""
+    if isinstance(r.result, dict):
+        spent = r.result.get("epsilon")
+        epsilon = "∞" if spent is None else epsilon_text(spent, ".3f") if isinstance(spent, float | int) else "?"
+        summary = f"ε={epsilon} acc={_shown(r.result.get('test_accuracy'), '.3f')}"
+    elif r.status is RunStatus.RUNNING and r.total_steps:
+        summary = f"step {r.progress_step}/{r.total_steps}"
+    created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at))
+    data = f"{brief(r.spec.get('dataset', '?'), 60)}/{brief(r.spec.get('model', '?'), 30)}".replace("'", "")
+    error = " ".join((r.error or "").split())[:200]
+    return f"{r.id}  {r.status.value:9}  {created}  {data}  {summary}{'  imported' * r.imported}  {error}".rstrip()
 
 
 def cmd_show(args: argparse.Namespace, store: Store) -> None:
@@ -169,25 +193,10 @@ def cmd_cancel(args: argparse.Namespace, store: Store) -> None:
         raise CliError(f"{args.run} is already {status.value}; nothing to cancel")
 
 
-def _bounded(kind: type, low: float, high: float, *, expects: str, unit: str = ""):
-    """An argparse type: `kind(text)` within [low, high], with an error naming the allowed range."""
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {expects}, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}]{unit}, got {value}")
-        return value
-
-    return parse
-
-
-_positive_int = _bounded(int, 1, 256, expects="an integer >= 1")
-_positive_int_or_many = _bounded(int, 1, 1_000_000, expects="an integer >= 1")
-_poll_seconds = _bounded(float, 0.01, 60, expects="a number of seconds", unit=" seconds")
-_gpu_fraction = _bounded(float, 0, 8, expects="a number", unit=" GPUs")
+_positive_int = bounded(NumberRange(low=1, high=256, integer=True))
+_positive_int_or_many = bounded(NumberRange(low=1, high=1_000_000, integer=True))
+_poll_seconds = bounded(NumberRange(low=0.01, high=60))  # seconds
+_gpu_fraction = bounded(NumberRange(low=0, high=8))  # GPUs
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -7,10 +7,10 @@ terminal and refuses without `--yes` elsewhere; `gc` only lists what it would de
 
 import argparse
 import sys
-from pathlib import Path
 
 from cache import RunStatus, Store, datasets_dir
-from cache.archive import MAX_ARCHIVE_BYTES, TERMINAL, ArchiveError
+from cache.archive import TERMINAL, ArchiveError
+from cache.inputs import shown_path
 from cache.maintenance import SizeReport, check_deletable, compact, delete_runs, select_for_gc, size_report
 from engine import ENGINE_VERSION
 from engine.cli.common import CliError, emit
@@ -48,15 +48,12 @@ def cmd_export(args: argparse.Namespace, store: Store) -> None:
 
 
 def cmd_import(args: argparse.Namespace, store: Store) -> None:
-    file = Path(args.file)
-    if not file.is_file():
-        raise CliError(f"{file}: no such file")
-    if file.stat().st_size > MAX_ARCHIVE_BYTES:
-        raise CliError(f"{file}: larger than {MAX_ARCHIVE_BYTES // 2**20} MiB; not a run archive")
+    file = shown_path(args.file)
     try:
-        report = import_runs(store, file)
+        report = import_runs(store, args.file, serve_from_cache=args.serve_from_cache)
     except ArchiveError as exc:
-        raise CliError(f"{file}: {exc}; nothing was imported") from None
+        message = str(exc).removeprefix(f"{file}: ")
+        raise CliError(f"{file}: {message}; nothing was imported") from None
     if args.json:
         emit(report.to_dict())
         return
@@ -65,9 +62,14 @@ def cmd_import(args: argparse.Namespace, store: Store) -> None:
         f"engine {report.archive_engine_version}"
     )
     if report.cache_hits:
-        print(f"{len(report.cache_hits)} finished run(s) now answer identical submissions from the cache")
+        print(f"{len(report.cache_hits)} finished run(s) now answer identical submissions from the cache "
+              "(--serve-from-cache; marked imported)")  # fmt: skip
+    reasons: dict[str, list[str]] = {}
     for run_id, why in report.not_cached:
-        print(f"{run_id}: kept as a record, never a cache hit: {why}")
+        reasons.setdefault(why, []).append(run_id)
+    for why, run_ids in reasons.items():
+        shown = ", ".join(run_ids[:5]) + (f" and {len(run_ids) - 5} more" if len(run_ids) > 5 else "")
+        print(f"{len(run_ids)} run(s) kept as records, never cache hits ({why}): {shown}")
     for run_id, why in report.skipped:
         print(f"skipped {run_id}: {why}")
     if report.sweeps_added:
@@ -161,6 +163,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("import", help="add the runs of an archive to the store (all or nothing)")
     p.add_argument("file", metavar="FILE.zip")
+    p.add_argument("--serve-from-cache", action="store_true",
+                   help="let the archive's finished runs answer identical submissions here, as cache hits marked "
+                        "imported (only for an archive you trust: its results were computed elsewhere)")  # fmt: skip
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("delete", help="delete runs with their metrics and history (asks first)")

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.privacy.limits import brief
 from engine.training import SpecError
 
 ON_WORKER_LOST = ("fail", "requeue")
@@ -31,5 +32,5 @@ def split_job_options(raw: Any) -> tuple[Any, JobOptions]:
     training = {k: v for k, v in raw.items() if k not in JOB_KEYS}
     value = raw.get("on_worker_lost", "fail")
     if value not in ON_WORKER_LOST:
-        raise SpecError("on_worker_lost", f"must be one of {', '.join(map(repr, ON_WORKER_LOST))}, got {value!r}")
+        raise SpecError("on_worker_lost", f"must be one of {', '.join(map(repr, ON_WORKER_LOST))}, got {brief(value)}")
     return training, JobOptions(on_worker_lost=value)

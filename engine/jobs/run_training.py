@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.training import StackMember, StepRecord, TrainingPlan, parse_spec, plan_spec, train, train_stack
+from engine.training import Dataset, StackMember, StepRecord, TrainingPlan, parse_spec, plan_spec, train, train_stack
 
 FLUSH_EVERY_S = 0.3
 MetricRows = list[tuple[int, dict[str, float]]]
@@ -46,10 +46,11 @@ def train_claimed(
     should_stop: Callable[[], bool],
     on_step: Callable[[StepRecord], None] | None = None,
     plan: TrainingPlan | None = None,
+    dataset: Dataset | None = None,
 ) -> dict[str, Any]:
     """Train a stored (canonical) spec; per-step metrics go to `sink` in batches. Returns the
-    result as JSON-ready data; `stopped_early` is set when `should_stop` ended it. `plan` saves
-    planning again when the caller has just done it."""
+    result as JSON-ready data; `stopped_early` is set when `should_stop` ended it. `plan` and `dataset`
+    save planning and loading again when the caller has just done them."""
     parsed = parse_spec(spec)
     batcher = MetricBatcher(sink)
 
@@ -58,9 +59,8 @@ def train_claimed(
         if on_step is not None:
             on_step(record)
 
-    result = train(
-        parsed, plan=plan or plan_spec(parsed), data_dirs=list(data_dirs), on_step=step, should_stop=should_stop
-    )
+    result = train(parsed, plan=plan or plan_spec(parsed), data_dirs=list(data_dirs), on_step=step,
+                   should_stop=should_stop, dataset=dataset)  # fmt: skip
     batcher.flush()
     return result.to_dict()
 

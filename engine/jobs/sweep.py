@@ -27,10 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cache import NewRun, Store
+from cache import Answer, NewRun, Store
 from engine.jobs import settings
 from engine.jobs.options import split_job_options
-from engine.jobs.queue import answer_from_store, new_run
+from engine.jobs.queue import new_run
 from engine.training import RunSpec, SpecError, parse_spec, stack_key
 from engine.training.spec import ALL_KEYS
 
@@ -144,12 +144,12 @@ def assign_stacks(specs: Sequence[RunSpec | None], *, most: int) -> list[str | N
 
 def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmission:
     """Validate every point, then create the sweep and its new runs (stacked, unless `vectorize` is
-    false) in one transaction."""
+    false) in one transaction. Stacks are cut among the points no run answers yet; the store decides
+    again inside its transaction, and a point answered meanwhile joins as that run, outside its stack."""
     points = expand_sweep(raw)
-    members: list[tuple[dict[str, Any], NewRun | str]] = []
-    created: list[RunSpec | None] = []  # the parsed spec of each member this sweep creates
+    members: list[tuple[dict[str, Any], NewRun]] = []
+    new_specs: list[RunSpec | None] = []  # the parsed spec of each member no run answers now
     seen: dict[str, str] = {}
-    counts = {"created": 0, "cached": 0, "existing": 0}
     for point in points:
         try:
             training, options = split_job_options({**point.spec, **({"on_worker_lost": raw["on_worker_lost"]}
@@ -161,22 +161,18 @@ def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmiss
         if run.cache_key in seen:
             raise SweepError("grid", f"points {seen[run.cache_key]} and {_label(point.values)} train the same run")
         seen[run.cache_key] = _label(point.values)
-        answer = None if force else answer_from_store(store, run.cache_key)
-        if answer is None:
-            members.append((point.values, run))
-            created.append(parsed)
-            counts["created"] += 1
-        else:
-            members.append((point.values, answer.run_id))
-            created.append(None)
-            counts["cached" if answer.cached else "existing"] += 1
-    stacks = assign_stacks(created, most=settings.stack_max()) if raw.get("vectorize", True) else []
+        members.append((point.values, run))
+        new_specs.append(parsed if force or store.answering_run(run.cache_key) is None else None)
+    stacks = assign_stacks(new_specs, most=settings.stack_max()) if raw.get("vectorize", True) else []
     for position, stack in enumerate(stacks):
-        values, run = members[position]
-        if stack is not None and isinstance(run, NewRun):
+        if stack is not None:
+            values, run = members[position]
             members[position] = (values, replace(run, stack=stack))
     spec = {k: raw[k] for k in SWEEP_KEYS if k in raw}
-    sweep_id, run_ids = store.create_sweep(spec=spec, name=raw.get("name"), members=members)
-    stacked = [s for s in stacks if s is not None]
-    return SweepSubmission(sweep_id=sweep_id, run_ids=tuple(run_ids), **counts, stacks=len(set(stacked)),
+    sweep_id, answers = store.create_sweep(spec=spec, name=raw.get("name"), members=members, force=force)
+    created = [stacks[i] if stacks else None for i, (_, a) in enumerate(answers) if a is Answer.CREATED]
+    stacked = [s for s in created if s is not None and created.count(s) > 1]
+    return SweepSubmission(sweep_id=sweep_id, run_ids=tuple(run_id for run_id, _ in answers),
+                           created=len(created), cached=sum(a is Answer.CACHED for _, a in answers),
+                           existing=sum(a is Answer.EXISTING for _, a in answers), stacks=len(set(stacked)),
                            stacked=len(stacked))  # fmt: skip

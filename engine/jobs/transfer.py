@@ -4,35 +4,42 @@ take an upload; paths too, for the command line.
 
 Only terminal runs (finished, failed, cancelled) are exported; queued and running runs are left out
 and listed as such. An import is all or nothing: the archive is validated completely before the
-store is touched, and its runs land in one transaction. A run id already in the store is skipped,
-never overwritten, so importing the same archive twice changes nothing the second time.
+store is touched, and its runs land in one transaction. It streams (`cache.archive_reader`), so its
+memory does not grow with the archive. A run id already in the store is skipped, never overwritten,
+so importing the same archive twice changes nothing the second time.
 
-An archive's cache keys are not trusted. A run made by this engine version has its spec validated
-again (`parse_spec`) and its key recomputed, so an imported finished run answers an identical
-submission from the cache; a spec that no longer validates rejects the import, naming the run and
-the field. A run made by another engine version keeps its spec as it is, under a key that can never
-equal a current one (`<engine version>:<key>`: not a hex digest), so it is kept and shown but never
-served as this engine's result. Nor is a run on an uploaded `csv:PATH` dataset: validating its spec
-would read (and hash) a local file the archive names, which an import never does; it is kept under
-an `unverified:` key.
-Imported results themselves are taken as the archive states them (the `imported` flag marks them).
+Every imported run is checked against the shape the pages read (`engine.jobs.run_schema`), whatever
+engine made it. An archive's cache keys are not trusted, nor are its results: an imported run never
+answers a submission here unless the user asks for it at import (`serve_from_cache`). A run made by
+this engine version has its spec validated again (`parse_spec`) and its key recomputed: with
+`serve_from_cache` an imported finished run then answers an identical submission (marked imported);
+without it, the key is kept as `imported:<key>`, which no submission computes. A spec that no longer
+validates rejects the import, naming the run and the field. A run made by another engine version
+keeps its spec as it is, under a key that can never equal a current one (`<engine version>:<key>`),
+so it is kept and shown but never served as this engine's result. Nor is a run on an uploaded
+`csv:PATH` dataset: validating its spec would read (and hash) a local file the archive names, which
+an import never does; it is kept under an `unverified:` key. Imported results are shown as the
+archive states them, marked imported everywhere.
 """
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from os import PathLike
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from cache import RunStatus, Store
-from cache.archive import Archive, ArchivedRun, ArchiveError, read_archive, write_archive
+from cache.archive import ArchivedRun, ArchiveError, write_archive
+from cache.archive_reader import ArchiveReader, Source
 from cache.maintenance import archive_runs, insert_runs
 from engine import ENGINE_VERSION
+from engine.jobs.run_schema import RunShapeError, check_shown_fields
 from engine.training import SpecError, parse_spec
 from engine.training.spec import CSV_PREFIX
 
 UNVERIFIED = "unverified:"  # the key prefix of imported runs whose data cannot be checked here
+IMPORTED = "imported:"  # the key prefix of imported runs the user did not choose to serve from the cache
+NOT_TRUSTED = "imported without serve-from-cache: its results were computed elsewhere"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +68,18 @@ class Export:
             "include_metrics": self.include_metrics,
             "left_out": [{"id": i, "reason": why} for i, why in self.left_out],
         }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchiveSummary:
+    """What an archive holds (`summarize_archive`): its runs' ids and statuses, sweeps, and the exporter."""
+
+    run_ids: tuple[str, ...]
+    statuses: tuple[str, ...]
+    sweeps: int
+    engine_version: str
+    created_at: float
+    includes_metrics: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,19 +153,36 @@ def export_runs(
     return prepare_export(store, run_ids, sweep_id=sweep_id, all_runs=all_runs, include_metrics=include_metrics).data
 
 
-def import_runs(store: Store, data: bytes | str | PathLike | BinaryIO) -> ImportReport:
-    """Import an archive (bytes, a path, or an uploaded file object). A malformed archive raises
-    `ArchiveError` naming the member, run and field, and leaves the store exactly as it was."""
-    archive = read_archive(data)
-    runs, cache_hits, not_cached = [], [], []
-    for run in archive.runs:
-        keyed, why = rekey(run)
-        runs.append(keyed)
-        if why is not None:
-            not_cached.append((run.id, why))
-        elif run.status is RunStatus.FINISHED:
-            cache_hits.append(run.id)
-    done = insert_runs(store, runs, archive.metrics, archive.sweeps)
+def import_runs(store: Store, data: Source, *, serve_from_cache: bool = False) -> ImportReport:
+    """Import an archive (bytes, a path, or an uploaded file object), streaming it in bounded memory. A
+    malformed archive raises `ArchiveError` naming the member, run and field, and leaves the store
+    exactly as it was: a first pass checks everything without touching the store, the second inserts in
+    one transaction and checks again as it reads (a file changed in between rolls it back).
+
+    `serve_from_cache`: the user's explicit choice to let the archive's finished runs of this engine
+    version answer identical submissions here (cache hits, marked imported). Off by default: results
+    computed elsewhere never pass for local training unless the user trusts their source."""
+    with ArchiveReader(data) as reader:
+        for run in reader.runs():
+            rekey(run, serve_from_cache=serve_from_cache)
+            for _ in reader.metric_rows(run.id):
+                pass
+        for _ in reader.sweeps():
+            pass
+    cache_hits, not_cached = [], []
+
+    def keyed_runs(reader: ArchiveReader) -> Iterator[ArchivedRun]:
+        for run in reader.runs():
+            keyed, why = rekey(run, serve_from_cache=serve_from_cache)
+            if why is not None:
+                not_cached.append((run.id, why))
+            elif run.status is RunStatus.FINISHED:
+                cache_hits.append(run.id)
+            yield keyed
+
+    with ArchiveReader(data) as reader:
+        done = insert_runs(store, keyed_runs(reader), reader.metric_rows, reader.sweeps())
+        version, created = reader.engine_version, reader.manifest["created_at"]
     kept = set(done.imported)
     return ImportReport(
         imported=done.imported,
@@ -156,31 +192,52 @@ def import_runs(store: Store, data: bytes | str | PathLike | BinaryIO) -> Import
         metric_rows=done.metric_rows,
         sweeps_added=done.sweeps_added,
         sweep_members_added=done.sweep_members_added,
-        archive_engine_version=archive.engine_version,
-        archive_created_at=archive.created_at,
+        archive_engine_version=version,
+        archive_created_at=created,
     )
 
 
-def rekey(run: ArchivedRun) -> tuple[ArchivedRun, str | None]:
+def rekey(run: ArchivedRun, *, serve_from_cache: bool = False) -> tuple[ArchivedRun, str | None]:
     """The run with the cache key this store gives it, and why it is not a cache key of this engine
-    (None when it is). Raises `ArchiveError` for a spec of this engine version that does not validate."""
+    (None when it is). Raises `ArchiveError` for a record a page could not show, or a spec of this engine
+    version that does not validate."""
+    where = f"runs.json: run {run.id}"
+    try:
+        check_shown_fields(status=run.status, spec=run.spec, plan=run.plan, result=run.result)
+    except RunShapeError as exc:
+        raise ArchiveError(f"{where}: {exc}") from None
     if run.engine_version != ENGINE_VERSION:
         prefix = f"{run.engine_version}:"
         key = run.cache_key if run.cache_key.startswith(prefix) else prefix + run.cache_key
         return replace(run, cache_key=key), f"made by engine version {run.engine_version}, this is {ENGINE_VERSION}"
-    dataset = run.spec.get("dataset")
-    if isinstance(dataset, str) and dataset.startswith(CSV_PREFIX):
+    if run.spec["dataset"].startswith(CSV_PREFIX):
         key = run.cache_key if run.cache_key.startswith(UNVERIFIED) else UNVERIFIED + run.cache_key
         return replace(run, cache_key=key), "trained on an uploaded CSV file, which an import never reads"
     try:
         spec = parse_spec(run.spec)
     except SpecError as exc:
         raise ArchiveError(
-            f"runs.json: run {run.id}: spec field {exc.field!r} does not validate on engine {ENGINE_VERSION}: {exc}"
+            f"{where}: spec field {exc.field!r:.80} does not validate on engine {ENGINE_VERSION}: {exc}"
         ) from None
-    return replace(run, spec=spec.to_dict(), cache_key=spec.cache_key(ENGINE_VERSION)), None
+    key = spec.cache_key(ENGINE_VERSION)
+    if not serve_from_cache:
+        return replace(run, spec=spec.to_dict(), cache_key=IMPORTED + key), NOT_TRUSTED
+    return replace(run, spec=spec.to_dict(), cache_key=key), None
 
 
-def preview_archive(data: bytes | str | PathLike | BinaryIO) -> Archive:
-    """The decoded archive without importing it (a preview: how many runs, from which engine)."""
-    return read_archive(data)
+def summarize_archive(data: Source) -> ArchiveSummary:
+    """What an archive holds, read and checked in full (every run as an import checks it) without
+    touching a store and without keeping its rows: a preview before an import."""
+    statuses: list[str] = []
+    with ArchiveReader(data) as reader:
+        for run in reader.runs():
+            rekey(run)
+            statuses.append(run.status.value)
+            for _ in reader.metric_rows(run.id):
+                pass
+        sweeps = sum(1 for _ in reader.sweeps())
+        manifest = reader.manifest
+        ids = tuple(sorted(reader.run_ids))
+    return ArchiveSummary(run_ids=ids, statuses=tuple(statuses), sweeps=sweeps,
+                          engine_version=manifest["engine_version"], created_at=manifest["created_at"],
+                          includes_metrics=manifest["includes_metrics"])  # fmt: skip

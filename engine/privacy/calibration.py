@@ -20,10 +20,9 @@ from engine.privacy.accountants import accountant, pld, rdp
 from engine.privacy.errors import PrivacyError, UnreachableTargetError, check_delta
 from engine.privacy.events import dpsgd_step_event
 from engine.privacy.ledger import PrivacyLedger, single_phase
+from engine.privacy.limits import MAX_ACCOUNTED_STEPS, SIGMA_MAX, SIGMA_MIN
 
-SIGMA_MIN = 0.05
-SIGMA_MAX = 500.0
-MAX_STEPS = 10_000_000
+MAX_STEPS = MAX_ACCOUNTED_STEPS
 HINT_SLACK = 0.01  # a σ hint is taken when it spends at least 99% of the target ε, and never more than all of it
 
 
@@ -34,8 +33,8 @@ def final_epsilon(ledger: PrivacyLedger, *, delta: float, accountant_name: str =
 
 
 def _check_target(target_epsilon: float, delta: float) -> None:
-    if not target_epsilon > 0:
-        raise PrivacyError(f"target_epsilon must be > 0, got {target_epsilon}")
+    if not 0 < target_epsilon < math.inf:
+        raise PrivacyError(f"target_epsilon must be a finite number > 0, got {target_epsilon}")
     check_delta(delta)
 
 

@@ -31,7 +31,8 @@ def sample_poisson_lot(n: int, rate: float, generator: torch.Generator, device: 
     return torch.nonzero(torch.rand(n, generator=generator, device=device) < rate).squeeze(1)
 
 
-PARALLEL_NOISE_MIN = 1 << 16  # coordinates; below this one draw on one thread is cheaper
+PARALLEL_NOISE_MIN = 1 << 16  # coordinates per chunk; a smaller tensor is one draw
+MAX_NOISE_CHUNKS = 64
 
 
 def add_gaussian_noise(grads: list[Tensor], std: float, generator: torch.Generator) -> list[Tensor]:
@@ -47,9 +48,11 @@ def fill_gaussian_noise(buffer: Tensor, std: float, generator: torch.Generator, 
     """Overwrite a contiguous `buffer` with N(0, std²) draws: the very draws `add_gaussian_noise` adds to a
     tensor of its shape from the same generator state (the vectorized sweeps fill one member's slice).
 
-    torch's CPU sampler runs on one thread (~7 ms for 800k coordinates here), so a large tensor on a
-    multi-core CPU is drawn in chunks on parallel threads, each chunk from its own generator seeded by
-    `generator`: still i.i.d. Gaussian, and still a deterministic function of the seed."""
+    torch's CPU sampler runs on one thread (~7 ms for 800k coordinates here), so a large CPU tensor is drawn
+    in chunks of at least `PARALLEL_NOISE_MIN` coordinates, each from its own generator seeded by
+    `generator`: still i.i.d. Gaussian. The chunks depend on the tensor's size only, never on the number
+    of threads, so the draws are the same function of the seed on every machine; the chunks are drawn on
+    up to `torch.get_num_threads()` threads at once."""
     chunks = _noise_chunks(buffer) if chunks is None else chunks
     if chunks == 1:
         return buffer.normal_(0.0, std, generator=generator)
@@ -59,14 +62,20 @@ def fill_gaussian_noise(buffer: Tensor, std: float, generator: torch.Generator, 
     def draw(k: int) -> None:
         parts[k].normal_(0.0, std, generator=torch.Generator().manual_seed(seeds[k]))
 
-    list(_noise_pool(chunks).map(draw, range(chunks)))
+    workers = min(chunks, torch.get_num_threads())
+    if workers == 1:
+        for k in range(chunks):
+            draw(k)
+    else:
+        list(_noise_pool(workers).map(draw, range(chunks)))
     return buffer
 
 
 def _noise_chunks(g: Tensor) -> int:
-    if g.device.type != "cpu" or g.numel() < PARALLEL_NOISE_MIN or not g.is_contiguous():
+    """How many chunks `fill_gaussian_noise` draws a tensor in: a function of its size (and device) alone."""
+    if g.device.type != "cpu" or g.numel() < 2 * PARALLEL_NOISE_MIN or not g.is_contiguous():
         return 1
-    return max(1, min(torch.get_num_threads(), g.numel() // PARALLEL_NOISE_MIN))
+    return min(MAX_NOISE_CHUNKS, g.numel() // PARALLEL_NOISE_MIN)
 
 
 @functools.cache

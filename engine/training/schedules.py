@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from engine.privacy.limits import brief
+
 
 class ScheduleKind(StrEnum):
     CONSTANT = "constant"
@@ -77,23 +79,25 @@ FIELDS = {
 def parse_schedule(field: str, raw: Any, *, allowed: tuple[ScheduleKind, ...] = tuple(ScheduleKind)) -> Schedule:
     """A schedule from its JSON form, e.g. {"kind": "step", "factor": 0.5, "every_epochs": 5}."""
     if not isinstance(raw, Mapping):
-        raise ScheduleError(field, f'must be an object like {{"kind": "constant"}}, got {raw!r}')
+        raise ScheduleError(field, f'must be an object like {{"kind": "constant"}}, got {brief(raw)}')
     kinds = ", ".join(k.value for k in allowed)
     try:
         kind = ScheduleKind(raw.get("kind"))
     except ValueError:
-        raise ScheduleError(f"{field}.kind", f"must be one of {kinds}; got {raw.get('kind')!r}") from None
+        raise ScheduleError(f"{field}.kind", f"must be one of {kinds}; got {brief(raw.get('kind'))}") from None
     if kind not in allowed:
         raise ScheduleError(f"{field}.kind", f"must be one of {kinds} here; got {kind.value!r}")
     needed = FIELDS[kind]
     unknown = sorted(set(raw) - {"kind"} - set(needed))
     if unknown:
         allowed_keys = ", ".join(["kind", *needed])
-        raise ScheduleError(f"{field}.{unknown[0]}", f"unknown key for kind {kind.value!r}; allowed: {allowed_keys}")
+        raise ScheduleError(
+            f"{field}.{str(unknown[0])[:40]}", f"unknown key for kind {kind.value!r}; allowed: {allowed_keys}"
+        )
     values: dict[str, float] = {}
     for key, (low, high) in needed.items():
         value = raw.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float) or not low < value <= high:
-            raise ScheduleError(f"{field}.{key}", f"must be a number in ({low:g}, {high:g}], got {value!r}")
+            raise ScheduleError(f"{field}.{key}", f"must be a number in ({low:g}, {high:g}], got {brief(value)}")
         values[key] = float(value)
     return Schedule(kind=kind, **values)

@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from engine.privacy import limits
+from engine.privacy.limits import NumberRange, brief
 from engine.training import scatternet
 from engine.training.datasets import (
     CsvSchemaError,
@@ -84,57 +86,45 @@ DEFAULT_COUNT_EPSILON = 0.01  # noisy GD's Laplace count: scale 100, ±0.3% of A
 
 
 class SpecError(ValueError):
-    """A spec field is missing, unknown, of the wrong type or out of range."""
+    """A spec field is missing, unknown, of the wrong type or out of range. The field's name is cut to
+    `MAX_FIELD_CHARACTERS` in the message (a key can be anything a file holds)."""
 
     def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
+        shown = field if len(field) <= MAX_FIELD_CHARACTERS else brief(field, MAX_FIELD_CHARACTERS)
+        super().__init__(f"{shown}: {message}")
         self.field = field
 
 
-@dataclass(frozen=True)
-class NumberRange:
-    low: float
-    high: float
-    low_open: bool = False
-    integer: bool = False
-    high_open: bool = False
+MAX_FIELD_CHARACTERS = 200
 
-    def describe(self) -> str:
-        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
-        kind = "an integer" if self.integer else "a number"
-        return f"{kind} in {left}{self.low:g}, {self.high:g}{right}"
 
-    def check(self, field: str, value: Any) -> float | int:
-        ok_type = isinstance(value, int) if self.integer else isinstance(value, int | float)
-        if isinstance(value, bool) or not ok_type or (isinstance(value, float) and not math.isfinite(value)):
-            raise SpecError(field, f"must be {self.describe()}, got {value!r}")
-        below = value <= self.low if self.low_open else value < self.low
-        above = value >= self.high if self.high_open else value > self.high
-        if below or above:
-            raise SpecError(field, f"must be {self.describe()}, got {value!r}")
-        return int(value) if self.integer else float(value)
+def checked_number(field: str, value: Any, allowed: NumberRange) -> float | int:
+    """`value` converted to the range's type, or `SpecError` naming the field and the allowed range."""
+    if (problem := allowed.problem(value)) is not None:
+        raise SpecError(field, problem)
+    return allowed.convert(value)
 
 
 RANGES: dict[str, NumberRange] = {
-    "target_epsilon": NumberRange(0.01, 100.0),
-    "noise_multiplier": NumberRange(0.05, 500.0),
-    "delta": NumberRange(0.0, 0.1, low_open=True),
-    "clip_norm": NumberRange(0.0, 1000.0, low_open=True),
-    "lot_size": NumberRange(1, 1_000_000, integer=True),
-    "epochs": NumberRange(0.0, 1000.0, low_open=True),
-    "lr": NumberRange(0.0, 1000.0, low_open=True),
-    "seed": NumberRange(0, 2**31 - 1, integer=True),
-    "momentum": NumberRange(0.0, 1.0, high_open=True),
-    "physical_batch_size": NumberRange(1, 1_000_000, integer=True),
-    "pca_dims": NumberRange(1, 10_000, integer=True),
-    "pca_noise": NumberRange(0.0, 1000.0, low_open=True),
-    "count_epsilon": NumberRange(0.0, 10.0, low_open=True),
-    "thresholds": NumberRange(2, 256, integer=True),
-    "rounds": NumberRange(1, 10_000_000, integer=True),
-    "aniso_smoothing": NumberRange(0.0, 1.0, high_open=True),
-    "aniso_max_ratio": NumberRange(1.0, 1000.0),
+    "target_epsilon": limits.TARGET_EPSILON,
+    "noise_multiplier": limits.NOISE_MULTIPLIER,
+    "delta": limits.DELTA,
+    "clip_norm": NumberRange(low=0.0, high=1000.0, low_open=True),
+    "lot_size": NumberRange(low=1, high=1_000_000, integer=True),
+    "epochs": NumberRange(low=0.0, high=1000.0, low_open=True),
+    "lr": NumberRange(low=0.0, high=1000.0, low_open=True),
+    "seed": NumberRange(low=0, high=2**31 - 1, integer=True),
+    "momentum": NumberRange(low=0.0, high=1.0, high_open=True),
+    "physical_batch_size": NumberRange(low=1, high=1_000_000, integer=True),
+    "pca_dims": NumberRange(low=1, high=10_000, integer=True),
+    "pca_noise": NumberRange(low=0.0, high=1000.0, low_open=True),
+    "count_epsilon": NumberRange(low=0.0, high=10.0, low_open=True),
+    "thresholds": NumberRange(low=2, high=256, integer=True),
+    "rounds": NumberRange(low=1, high=10_000_000, integer=True),
+    "aniso_smoothing": NumberRange(low=0.0, high=1.0, high_open=True),
+    "aniso_max_ratio": NumberRange(low=1.0, high=1000.0),
 }
-HIDDEN_WIDTH = NumberRange(1, 8192, integer=True)
+HIDDEN_WIDTH = NumberRange(low=1, high=8192, integer=True)
 MAX_HIDDEN_LAYERS = 4
 DEFAULT_HIDDEN = (128,)
 SCHEDULES = ("lr_schedule", "noise_schedule", "clip_schedule")
@@ -251,7 +241,7 @@ def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
     if algorithm.private and ("target_epsilon" in raw) == ("noise_multiplier" in raw):
         raise SpecError("target_epsilon", "give exactly one of target_epsilon and noise_multiplier")
 
-    values: dict[str, Any] = {k: rng.check(k, raw[k]) for k, rng in RANGES.items() if k in raw}
+    values: dict[str, Any] = {k: checked_number(k, raw[k], rng) for k, rng in RANGES.items() if k in raw}
     info, csv_fields = _dataset(raw)
     if algorithm.learner:
         return _learner_spec(raw, algorithm, values, info, csv_fields)
@@ -293,7 +283,7 @@ def _learner_spec(
 def _dataset(raw: Mapping[str, Any]) -> tuple[DatasetInfo, dict[str, Any]]:
     name = raw.get("dataset")
     if not isinstance(name, str):
-        raise SpecError("dataset", f"must be a string, got {name!r}")
+        raise SpecError("dataset", f"must be a string, got {brief(name)}")
     if not name.startswith(CSV_PREFIX):
         for key in ("schema", "data_sha256"):
             if key in raw:
@@ -339,8 +329,8 @@ def _model_options(raw: Mapping[str, Any], model: str, info: DatasetInfo) -> dic
         return {"features": features}
     hidden_raw = raw.get("hidden", list(DEFAULT_HIDDEN))
     if not isinstance(hidden_raw, list | tuple) or not 1 <= len(hidden_raw) <= MAX_HIDDEN_LAYERS:
-        raise SpecError("hidden", f"must be a list of 1 to {MAX_HIDDEN_LAYERS} layer widths, got {hidden_raw!r}")
-    return {"features": features, "hidden": tuple(HIDDEN_WIDTH.check("hidden", w) for w in hidden_raw)}
+        raise SpecError("hidden", f"must be a list of 1 to {MAX_HIDDEN_LAYERS} layer widths, got {brief(hidden_raw)}")
+    return {"features": features, "hidden": tuple(checked_number("hidden", w, HIDDEN_WIDTH) for w in hidden_raw)}
 
 
 def _privacy_options(
@@ -417,7 +407,7 @@ def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> str:
     if value is None:
         raise SpecError(field, "missing required key")
     if not isinstance(value, str):
-        raise SpecError(field, f"must be a string, got {value!r}")
+        raise SpecError(field, f"must be a string, got {brief(value)}")
     if value not in allowed:
-        raise SpecError(field, f"must be one of {', '.join(allowed)}; got {value!r}")
+        raise SpecError(field, f"must be one of {', '.join(allowed)}; got {brief(value)}")
     return value

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.privacy.limits import brief
 from engine.training.datasets.adult import (
     ADULT_BASE_URL,
     ADULT_CATEGORIES,
@@ -129,15 +130,15 @@ def dataset_info(name: str, schema: CsvSchema | Mapping[str, Any] | None = None)
     if is_csv_name(name):
         path = name[len(CSV_PREFIX) :]
         if not path:
-            raise DatasetError(f"{name!r}: give the CSV file's path after {CSV_PREFIX!r}")
+            raise DatasetError(f"{brief(name)}: give the CSV file's path after {CSV_PREFIX!r}")
         return dataclasses.replace(csv_dataset_info(path, _csv_schema(name, schema)), name=name)
     if schema is not None:
-        raise DatasetError(f"{name}: a schema applies only to {CSV_PREFIX}PATH uploads")
+        raise DatasetError(f"{brief(name)}: a schema applies only to {CSV_PREFIX}PATH uploads")
     try:
         return DATASETS[name]
     except KeyError:
         raise DatasetError(
-            f"unknown dataset {name!r}; available: {', '.join(DATASETS)}, or {CSV_PREFIX}PATH with a schema"
+            f"unknown dataset {brief(name)}; available: {', '.join(DATASETS)}, or {CSV_PREFIX}PATH with a schema"
         ) from None
 
 

@@ -19,6 +19,7 @@ fixed-seed permutation of the row indices.
 """
 
 import csv
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from engine.privacy.limits import brief
 from engine.training.datasets.base import Dataset, DatasetInfo
 from engine.training.datasets.files import DatasetError
 
@@ -85,27 +87,38 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _finite_number(value: Any) -> bool:
+    if not _is_number(value):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer of hundreds of digits
+        return False
+
+
 def _name(field: str, value: Any, what: str = "a column name") -> str:
     if not isinstance(value, str) or not value.strip():
-        raise CsvSchemaError(field, f"expected {what} (a non-empty string), got {value!r}")
+        raise CsvSchemaError(field, f"expected {what} (a non-empty string), got {brief(value)}")
     return value.strip()
 
 
 def _string_list(field: str, value: Any, *, minimum: int, what: str) -> tuple[str, ...]:
     if not isinstance(value, list | tuple) or len(value) < minimum:
-        raise CsvSchemaError(field, f"expected a list of at least {minimum} {what} (non-empty strings), got {value!r}")
+        raise CsvSchemaError(
+            field, f"expected a list of at least {minimum} {what} (non-empty strings), got {brief(value)}"
+        )
     items = tuple(_name(f"{field}[{i}]", item, what) for i, item in enumerate(value))
     seen: set[str] = set()
     for i, item in enumerate(items):
         if item in seen:
-            raise CsvSchemaError(f"{field}[{i}]", f"{item!r} is listed twice; {what} must be unique")
+            raise CsvSchemaError(f"{field}[{i}]", f"{brief(item)} is listed twice; {what} must be unique")
         seen.add(item)
     return items
 
 
 def _columns(field: str, value: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise CsvSchemaError(field, f"expected an object mapping column names to declarations, got {value!r}")
+        raise CsvSchemaError(field, f"expected an object mapping column names to declarations, got {brief(value)}")
     return value
 
 
@@ -128,7 +141,7 @@ def parse_csv_schema(raw: Mapping[str, Any]) -> CsvSchema:
     def column(field: str, name: Any) -> str:
         checked = _name(field, name)
         if checked in used:
-            raise CsvSchemaError(field, f"column {checked!r} is already declared as {used[checked]}")
+            raise CsvSchemaError(field, f"column {brief(checked)} is already declared as {used[checked]}")
         used[checked] = field
         return checked
 
@@ -139,10 +152,10 @@ def parse_csv_schema(raw: Mapping[str, Any]) -> CsvSchema:
         if (
             not isinstance(bounds, list | tuple)
             or len(bounds) != 2
-            or not all(_is_number(b) and math.isfinite(b) for b in bounds)
+            or not all(_finite_number(b) for b in bounds)
             or not bounds[0] < bounds[1]
         ):
-            raise CsvSchemaError(field, f"expected [low, high], finite numbers with low < high, got {bounds!r}")
+            raise CsvSchemaError(field, f"expected [low, high], finite numbers with low < high, got {brief(bounds)}")
         numeric.append((checked, float(bounds[0]), float(bounds[1])))
     categorical = []
     for name, categories in _columns("schema.categorical", raw.get("categorical", {})).items():
@@ -153,7 +166,7 @@ def parse_csv_schema(raw: Mapping[str, Any]) -> CsvSchema:
     test_fraction = raw.get("test_fraction", CSV_DEFAULT_TEST_FRACTION)
     if not _is_number(test_fraction) or not 0 < test_fraction <= CSV_MAX_TEST_FRACTION:
         raise CsvSchemaError("schema.test_fraction", f"expected a number in (0, {CSV_MAX_TEST_FRACTION}], "
-                             f"got {test_fraction!r}")  # fmt: skip
+                             f"got {brief(test_fraction)}")  # fmt: skip
     schema = CsvSchema(target=target, classes=classes, numeric=tuple(numeric), categorical=tuple(categorical),
                        test_fraction=float(test_fraction))  # fmt: skip
     if schema.n_features > MAX_CSV_FEATURES:
@@ -206,7 +219,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, list[
         columns: dict[str, int] = {}
         for index, name in enumerate(header):
             if name and name in columns:
-                raise DatasetError(f"{path}: line {first[0]}: duplicate column name {name!r} in the header "
+                raise DatasetError(f"{path}: line {first[0]}: duplicate column name {brief(name)} in the header "
                                    f"(columns {columns[name] + 1} and {index + 1})")  # fmt: skip
             columns[name] = index
 
@@ -224,7 +237,7 @@ def _column_index(path: Path, header: list[str], name: str) -> int:
     try:
         return header.index(name)
     except ValueError:
-        raise DatasetError(f"{path}: no column {name!r} in the header") from None
+        raise DatasetError(f"{path}: no column {brief(name)} in the header") from None
 
 
 def _split_sizes(path: Path, n_rows: int, test_fraction: float) -> tuple[int, int]:
@@ -261,12 +274,21 @@ def preview_csv(path: str | Path, max_rows: int = 20) -> CsvPreview:
 
 
 def csv_dataset_info(path: str | Path, schema: CsvSchema) -> DatasetInfo:
-    """Public facts about an upload: reads the header and counts rows (the size is treated as public)."""
+    """Public facts about an upload, after checking every row against the schema with training's own
+    reader (a bad cell is refused here, naming line and column, not when a worker trains it later); the
+    number of rows is treated as public. The check of a file is remembered while its size and
+    modification time stay the same."""
     path = _as_path(path)
-    with _csv_rows(path) as (header, rows):
-        for name in (schema.target, *(n for n, _, _ in schema.numeric), *(n for n, _ in schema.categorical)):
-            _column_index(path, header, name)
-        n_rows = sum(1 for _ in rows)
+    try:
+        found = path.stat()
+    except OSError:
+        return _checked_info(path, -1, -1, schema)  # not remembered: it raises, naming the problem
+    return _checked_info(path, found.st_size, found.st_mtime_ns, schema)
+
+
+@functools.lru_cache(maxsize=32)
+def _checked_info(path: Path, size: int, modified_ns: int, schema: CsvSchema) -> DatasetInfo:
+    n_rows = sum(1 for _ in _encoded_rows(path, schema))
     n_train, n_test = _split_sizes(path, n_rows, schema.test_fraction)
     return DatasetInfo(
         name=CSV_PREFIX + str(path),
@@ -275,16 +297,18 @@ def csv_dataset_info(path: str | Path, schema: CsvSchema) -> DatasetInfo:
         n_test=n_test,
         n_classes=len(schema.classes),
         n_features=schema.n_features,
-        description=f"Your upload {path.name}: predict {schema.target!r} ({len(schema.classes)} classes) "
+        description=f"Your upload {path.name}: predict {brief(schema.target)} ({len(schema.classes)} classes) "
         f"from {len(schema.numeric) + len(schema.categorical)} declared columns.",
         source="your upload",
         load=lambda data_dirs: load_csv(path, schema),
     )
 
 
-def load_csv(path: str | Path, schema: CsvSchema) -> Dataset:
-    """Encode the upload with the declared schema only; every bad cell raises an error naming line and column."""
-    path = _as_path(path)
+EncodedRow = tuple[int, list[float], list[int]]  # label, numeric values, category codes (-1: none of them)
+
+
+def _encoded_rows(path: Path, schema: CsvSchema) -> Iterator[EncodedRow]:
+    """Every data row encoded with the declared schema only; a bad cell raises an error naming line and column."""
     class_index = {name: i for i, name in enumerate(schema.classes)}
     with _csv_rows(path) as (header, rows):
         target = _column_index(path, header, schema.target)
@@ -293,15 +317,12 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Dataset:
             (_column_index(path, header, name), {c: i for i, c in enumerate(categories)})
             for name, categories in schema.categorical
         ]
-        labels: list[int] = []
-        values: list[float] = []  # row-major (rows, numeric columns)
-        codes: list[int] = []  # row-major (rows, categorical columns); -1 encodes as all zeros
         for line, cells in rows:
             label = class_index.get(cells[target])
             if label is None:
-                raise DatasetError(f"{path}: line {line}: target value {cells[target][:60]!r} is not one of the "
-                                   f"declared classes {list(schema.classes)}")  # fmt: skip
-            labels.append(label)
+                raise DatasetError(f"{path}: line {line}: target value {brief(cells[target], 60)} is not one of "
+                                   f"the declared classes {brief(list(schema.classes), 200)}")  # fmt: skip
+            values = []
             for index, name in numeric:
                 cell = cells[index]
                 try:
@@ -309,22 +330,35 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Dataset:
                 except ValueError:
                     value = math.nan
                 if not math.isfinite(value):
-                    problem = "is empty" if not cell else f"holds {cell[:60]!r}, not a finite number"
-                    raise DatasetError(f"{path}: line {line}, column {name!r}: the numeric cell {problem}")
+                    problem = "is empty" if not cell else f"holds {brief(cell, 60)}, not a finite number"
+                    raise DatasetError(f"{path}: line {line}, column {brief(name)}: the numeric cell {problem}")
                 values.append(value)
-            codes.extend(mapping.get(cells[index], -1) for index, mapping in categorical)
+            yield label, values, [mapping.get(cells[index], -1) for index, mapping in categorical]
+
+
+def load_csv(path: str | Path, schema: CsvSchema) -> Dataset:
+    """Encode the upload with the declared schema only; every bad cell raises an error naming line and column."""
+    path = _as_path(path)
+    labels: list[int] = []
+    values: list[float] = []  # row-major (rows, numeric columns)
+    codes: list[int] = []  # row-major (rows, categorical columns); -1 encodes as all zeros
+    for label, row_values, row_codes in _encoded_rows(path, schema):
+        labels.append(label)
+        values.extend(row_values)
+        codes.extend(row_codes)
     n_train, n_test = _split_sizes(path, len(labels), schema.test_fraction)
     n_rows = len(labels)
+    numeric, categorical = schema.numeric, schema.categorical
     x = np.zeros((n_rows, schema.n_features), dtype=np.float32)
     if numeric:
         raw = np.asarray(values, dtype=np.float64).reshape(n_rows, len(numeric))
-        low = np.array([b[1] for b in schema.numeric])
-        high = np.array([b[2] for b in schema.numeric])
+        low = np.array([b[1] for b in numeric])
+        high = np.array([b[2] for b in numeric])
         x[:, : len(numeric)] = (np.clip(raw, low, high) - low) / (high - low)
     if categorical:
         code = np.asarray(codes, dtype=np.int64).reshape(n_rows, len(categorical))
         offset = len(numeric)
-        for j, (_, categories) in enumerate(schema.categorical):
+        for j, (_, categories) in enumerate(categorical):
             present = code[:, j] >= 0
             x[np.flatnonzero(present), offset + code[present, j]] = 1.0
             offset += len(categories)
