@@ -117,7 +117,9 @@ def test_a_worker_killed_without_a_pool_is_reaped_after_its_heartbeat_goes_stale
 
 
 def test_a_run_that_asks_for_it_is_requeued_once_after_its_worker_dies(home, store, tmp_path):
-    run_id = queue(store, epochs=30, on_worker_lost="requeue")
+    # Long enough (~11,000 steps) that the kill lands mid-run however fast the machine: the progress row is
+    # flushed every 0.3 s, and a 30-epoch run once finished between two flushes on a fast core.
+    run_id = queue(store, epochs=500, on_worker_lost="requeue")
     pool = start(home, "-m", "engine", "worker", "--workers", "1", "--poll", "0.1", log=tmp_path / "pool.log")
     try:
         victim = wait_for(lambda: running_with_progress(store, run_id), timeout=120, what="the run to train")
