@@ -126,6 +126,7 @@ ACCOUNTANT_STYLES = {  # metric column → (legend label, dash)
     "epsilon_advanced": ("advanced composition", "dash"),
     "epsilon_naive": ("naive composition", "dashdot"),
     "epsilon_zcdp": ("zCDP", "longdash"),
+    "epsilon_optimal_pure": ("optimal composition (pure ε)", "dot"),
 }
 
 
@@ -198,9 +199,9 @@ def run_color(run_id: str) -> str:
 # The Plan page: one colour per accountant, the same on every Plan chart (RDP keeps the run colour of the
 # live ε chart); dashes as in ACCOUNTANT_STYLES.
 ACCOUNTANT_COLORS = {"rdp": RUN_COLOR, "pld": "#F58518", "zcdp": "#72B7B2", "advanced": "#54A24B",
-                     "naive": "#B279A2"}  # fmt: skip
+                     "naive": "#B279A2", "optimal_pure": "#E45756"}  # fmt: skip
 ACCOUNTANT_LABELS = {"rdp": "RDP", "pld": "PLD", "zcdp": "zCDP", "advanced": "advanced composition",
-                     "naive": "naive composition"}  # fmt: skip
+                     "naive": "naive composition", "optimal_pure": "optimal composition (pure ε)"}  # fmt: skip
 
 
 def accountant_dash(name: str) -> str:

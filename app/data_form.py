@@ -20,6 +20,7 @@ from app.data_upload import (
     ROLES,
     ColumnChoice,
     Inspection,
+    Suggestion,
     UploadError,
     build_schema,
     default_choice,
@@ -45,6 +46,14 @@ BOUND_WORDS = {"low": ("lower", "smallest"), "high": ("upper", "largest")}
 PREVIEW_NOTE = (
     "The preview and the suggested classes and categories come from your private file. They are shown only "
     "to you, to help you declare the schema; nothing is saved until you press **Save dataset**."
+)
+LEVELS_WARNING = (
+    "**Read from your private file: the suggested classes and categories.** What you save travels into every "
+    "run spec, every export and the model's one-hot layout, where anyone who sees them reads them, and a value "
+    "that only a few rows have identifies those rows. So a class or category seen in fewer than {k} rows is "
+    "not suggested ({withheld} withheld from this file). Add one yourself only if it is public knowledge (a "
+    "published code list, say): a category not declared encodes as all zeros, a class not declared stops the "
+    "save at its first row."
 )
 
 
@@ -80,7 +89,7 @@ def upload_form() -> None:
             icon=":material/error:",
         )
         return
-    raw = _schema_editor(inspection, target, suggestion.schema or {})
+    raw = _schema_editor(inspection, target, suggestion)
     problems = schema_problems(raw)
     for field, message in problems:
         st.error(f"**{literal(field)}**: {literal(message)}", icon=":material/error:")
@@ -143,19 +152,29 @@ def _target(inspection: Inspection) -> str:
     return target
 
 
-def _schema_editor(inspection: Inspection, target: str, suggestion: dict[str, Any]) -> dict[str, Any]:
+def _schema_editor(inspection: Inspection, target: str, found: Suggestion) -> dict[str, Any]:
     """One declaration per column, starting from the engine's suggestion; returns the raw schema."""
+    suggestion, k = found.schema or {}, found.min_rows
+    withheld = found.withheld_classes + sum(found.withheld_levels.values())
+    st.warning(LEVELS_WARNING.format(k=k, withheld=withheld), icon=":material/warning:")
     classes = st.text_area(
         "Classes (one per line)",
         value="\n".join(suggestion.get("classes", [])),
         key="data_classes",
         height=110,
-        help="Every value the target column takes; a row with any other value is an error.",
+        help="Every value the target column takes; a row with any other value is an error. Suggested from your "
+        f"private file: the values at least {k} rows have.",
     )
+    if found.withheld_classes:
+        st.caption(
+            f"{found.withheld_classes} class value(s) seen in fewer than {k} rows withheld: declare them only if "
+            "they are public knowledge (otherwise saving stops at their rows; remove those rows from the file)."
+        )
     st.markdown("**Feature columns**")
     st.caption(BOUNDS_NOTE)
+    rare = found.withheld_levels
     columns = {
-        name: _column(name, default_choice(name, suggestion), suggestion)
+        name: _column(name, default_choice(name, suggestion), suggestion, withheld=rare.get(name, 0), k=k)
         for name in inspection.header
         if name and name != target
     }
@@ -171,7 +190,7 @@ def _schema_editor(inspection: Inspection, target: str, suggestion: dict[str, An
     return build_schema(target=target, classes=lines(classes), columns=columns, test_fraction=test_fraction)
 
 
-def _column(name: str, default: ColumnChoice, suggestion: dict[str, Any]) -> ColumnChoice:
+def _column(name: str, default: ColumnChoice, suggestion: dict[str, Any], *, withheld: int, k: int) -> ColumnChoice:
     numeric_ok = name in suggestion.get("numeric", {})
     roles = ROLES if numeric_ok else tuple(r for r in ROLES if r != "numeric")
     role_column, first, second = st.columns([2, 2, 2])
@@ -191,10 +210,12 @@ def _column(name: str, default: ColumnChoice, suggestion: dict[str, Any]) -> Col
             value="\n".join(default.categories),
             key=f"data_categories::{name}",
             height=110,
-            help="The values to one-hot encode; any other value (or an empty cell) encodes as all zeros.",
+            help="The values to one-hot encode; any other value (or an empty cell) encodes as all zeros. Suggested "
+            f"from your private file: the values at least {k} rows have.",
         )
         categories = tuple(lines(text))
-        second.caption(f"{len(categories)} one-hot feature(s)")
+        rare = f"; {withheld} rare level(s) withheld (fewer than {k} rows each)" if withheld else ""
+        second.caption(f"{len(categories)} one-hot feature(s){rare}")
         return ColumnChoice(role=role, categories=categories)
     return ColumnChoice()
 

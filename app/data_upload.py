@@ -7,7 +7,9 @@ before anything is kept, and saving writes the file and its schema atomically un
 
 Privacy: the preview rows, the suggested classes and categories come from the private file itself. They
 are shown to the uploader only, to help declare the schema; numeric bounds are never suggested, because
-bounds taken from the data would leak it (the user declares them from public knowledge).
+bounds taken from the data would leak it (the user declares them from public knowledge). What is saved
+travels into every run spec, export and one-hot layout, so a class or category is suggested only when at
+least `RARE_LEVEL_ROWS` rows have it (the rest are counted as withheld; the user may type them).
 """
 
 import hashlib
@@ -25,10 +27,11 @@ from typing import Any
 from engine.training.datasets import (
     CSV_PREFIX,
     MAX_CSV_BYTES,
+    RARE_LEVEL_ROWS,
     CsvSchemaError,
     DatasetError,
     csv_dataset_info,
-    infer_csv_schema,
+    csv_schema_suggestion,
     load_csv,
     parse_csv_schema,
 )
@@ -64,11 +67,15 @@ class Inspection:
 
 @dataclass(frozen=True, kw_only=True)
 class Suggestion:
-    """`infer_csv_schema`'s suggestion for one target column, or why that column cannot be the target."""
+    """`csv_schema_suggestion`'s suggestion for one target column, or why that column cannot be the target.
+    Its classes and categories are read from the private file, less the rare ones (counted as withheld)."""
 
     target: str
     schema: dict[str, Any] | None = None
     error: str | None = None
+    min_rows: int = RARE_LEVEL_ROWS  # a suggested class or category is seen in at least this many rows
+    withheld_classes: int = 0  # target values seen in fewer rows: not suggested
+    withheld_levels: dict[str, int] = field(default_factory=dict)  # column → its categories seen in fewer rows
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,15 +177,17 @@ def _inspect(file_name: str, data: bytes, preview_rows: int) -> Inspection:
     )
 
 
-def suggest_schema(file_name: str, data: bytes, target: str) -> Suggestion:
-    """The engine's suggested schema with `target` as the label column, or why `target` cannot be one."""
+def suggest_schema(file_name: str, data: bytes, target: str, min_rows: int = RARE_LEVEL_ROWS) -> Suggestion:
+    """The engine's suggested schema with `target` as the label column, or why `target` cannot be one; classes
+    and categories seen in fewer than `min_rows` rows are withheld (counted, not named)."""
     check_size(file_name, data)
     try:
         with _staged(data, file_name) as path:
-            schema = infer_csv_schema(path, target, max_categories=MAX_SUGGESTED_CATEGORIES)
+            found = csv_schema_suggestion(path, target, max_categories=MAX_SUGGESTED_CATEGORIES, min_rows=min_rows)
     except UploadError as exc:
-        return Suggestion(target=target, error=str(exc))
-    return Suggestion(target=target, schema=schema)
+        return Suggestion(target=target, error=str(exc), min_rows=min_rows)
+    return Suggestion(target=target, schema=found.schema, min_rows=found.min_rows,
+                      withheld_classes=found.withheld_classes, withheld_levels=found.withheld_levels)  # fmt: skip
 
 
 def default_target(header: Sequence[str]) -> str:
@@ -187,7 +196,8 @@ def default_target(header: Sequence[str]) -> str:
 
 
 def default_choice(column: str, suggestion: Mapping[str, Any] | None) -> ColumnChoice:
-    """The suggested role of a column: numeric with undeclared bounds, categorical with the values seen, or ignored."""
+    """The suggested role of a column: numeric with undeclared bounds, categorical with the values many rows
+    have, or ignored."""
     if suggestion and column in suggestion.get("numeric", {}):
         return ColumnChoice(role="numeric")
     if suggestion and column in suggestion.get("categorical", {}):

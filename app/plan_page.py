@@ -149,7 +149,7 @@ def headline(plan: services.PrivacyPlan) -> DeltaGenerator:
             delta_color="off",
             delta_arrow="off",
             help="The smallest σ whose ε by the RDP accountant meets the target; the Train page calibrates the same "
-            "way.",
+            "way unless you choose PLD there. The toggle below finds PLD's σ.",
         )
     else:
         cols[0].metric("Noise multiplier σ", f"{plan.noise_multiplier:.3f}", help="As given.")
@@ -193,8 +193,8 @@ def pld_sigma(plan: services.PrivacyPlan, sigma: float | str) -> None:
     saving = 1 - sigma / plan.noise_multiplier
     st.info(
         f"By the tighter PLD accountant σ = **{sigma:.3f}** meets ε ≤ {plan.settings.target_epsilon:g}: "
-        f"{saving:.0%} less noise than the RDP-calibrated σ = {plan.noise_multiplier:.3f}, which is what the Train "
-        "page uses.",
+        f"{saving:.0%} less noise than the RDP-calibrated σ = {plan.noise_multiplier:.3f}. On the Train page, "
+        "“Calibrate σ by: PLD” trains with it.",
         icon=":material/info:",
     )
 

@@ -95,7 +95,7 @@ def _run_body(run: RunRecord) -> None:
     _progress(run, frame, total)
     _headline(run, frame)
     if isinstance(stack := (run.result or {}).get("stack"), dict) and stack:
-        st.info(stack_text(stack), icon=":material/stacks:")
+        st.info(stack_text(stack, run.engine_version), icon=":material/stacks:")
     stopped = run.status in (RunStatus.CANCELLED, RunStatus.FAILED)  # the x axis ends where it stopped
     _charts(run, frame, max(run.progress_step, 1) if stopped else total)
     _privacy_details(run)
@@ -137,6 +137,8 @@ ALGORITHM_TITLES = {"dpsgd": "DP-SGD", "noisy_gd": "noisy GD", "nonprivate": "no
                     "aniso_dpsgd": "anisotropic DP-SGD", "expmech_stumps": "exponential mechanism",
                     "sq_laplace": "SQ via Laplace", "rwm_online": "private RWM",
                     "rwm_linear": "private linear learner"}  # fmt: skip
+NOISE_CAPTIONS = {"reproducible": "lab noise (reproducible from the record: not for publication)",
+                  "release": "release noise (OS randomness, hardened sampler)"}  # fmt: skip
 PER_EXAMPLE_GRADIENTS = ("dpsgd", "aniso_dpsgd", "noisy_gd")  # the algorithms whose clipping diagnostics exist
 
 
@@ -181,6 +183,8 @@ def spec_caption(spec: dict) -> str:
         parts.append(f"lot {_whole_text(spec['lot_size'])}" if "lot_size" in spec else "full batch")
         parts += [f"{number_text(spec.get('epochs'))} epochs", f"lr {number_text(spec.get('lr'))}"]
     parts.append(f"seed {_whole_text(spec.get('seed'))}")
+    if isinstance(noise := spec.get("noise"), str):
+        parts.append(NOISE_CAPTIONS.get(noise, f"noise {noise}"))
     return " · ".join(parts)
 
 
@@ -239,15 +243,32 @@ def _privacy_details(run: RunRecord) -> None:
             right.markdown("\n".join(f"- {literal(line)}" for line in lines))
 
 
-def stack_text(stack: dict) -> str:
+JOINT_BOUND_SINCE = (0, 4)  # engines before 0.4.0 drew the noise of stack members that shared a seed from one stream
+
+
+def stack_text(stack: dict, engine_version: Any = None) -> str:
     """What training in a vectorized stack means for this run's ε, and what releasing the whole stack costs."""
-    members, lead = number_text(stack.get("members")), number_text(stack.get("lead_seed"))
-    joint = _number_or_none(stack.get("joint_epsilon_rdp"))
-    return (
-        f"Trained in a vectorized stack of {members} runs (lots drawn from seed {lead}'s stream). "
-        f"This run's ε is its own; releasing all {members} runs of the stack together costs "
-        f"ε = {'?' if joint is None else epsilon_text(joint)} (RDP, δ = {number_text(stack.get('joint_delta'))})."
+    members = number_text(stack.get("members"))
+    head = (f"Trained in a vectorized stack of {members} runs that shared each step's Poisson lot. This run's ε is "
+            f"its own; releasing all {members} runs of the stack together costs ")  # fmt: skip
+    if "joint_epsilon" not in stack or _version(engine_version) < JOINT_BOUND_SINCE:
+        return head + (
+            f"more, with no valid bound stored: engine {literal(engine_version)} drew one noise stream for members "
+            "that shared a seed, so their models can differ by a noiseless function of the data (ε = ∞)."
+        )
+    joint, accountant = _number_or_none(stack.get("joint_epsilon")), stack.get("joint_accountant")
+    by = ACCOUNTANTS[accountant].short if accountant in ACCOUNTANTS else literal(accountant)
+    return head + (
+        f"ε = {'?' if joint is None else epsilon_text(joint)} ({by}, δ = {number_text(stack.get('joint_delta'))}): "
+        f"each run drew its own noise, so that is {members} Gaussian releases of each shared lot, composed with "
+        "every up-front release (DP-PCA)."
     )
+
+
+def _version(value: Any) -> tuple[int, ...]:
+    """An engine version as numbers ('0.3.0' → (0, 3, 0)); () when it is not one (unknown: the oldest)."""
+    parts = value.split(".") if isinstance(value, str) else []
+    return tuple(int(p) for p in parts) if parts and all(p.isdigit() for p in parts) else ()
 
 
 def spent_so_far(frame: pd.DataFrame, run: RunRecord) -> pd.DataFrame:

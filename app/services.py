@@ -29,6 +29,7 @@ from engine.privacy import (
     PrivacyLedger,
     calibrate_noise_multiplier,
     dpsgd_step_event,
+    final_epsilon,
     panel,
     privacy_statement,
     rdp_curve,
@@ -63,6 +64,8 @@ class PlanPreview:
     learner_parameters: tuple[tuple[str, float], ...] = ()  # a textbook learner's mechanism parameters
     curve_steps: tuple[int, ...] = ()  # ε (RDP) after each of these steps: the planned curve
     curve_epsilons: tuple[float, ...] = ()
+    calibrated_by: str | None = None  # the accountant σ was calibrated by (a target ε), None when σ was given
+    pld_epsilon: float | None = None  # ε by PLD, when PLD calibrated σ
 
 
 PREVIEW_CURVE_POINTS = 60
@@ -78,6 +81,9 @@ def preview_plan(spec_json: str) -> PlanPreview:
         grid = np.unique(np.linspace(0, plan.steps, PREVIEW_CURVE_POINTS).round().astype(np.int64))
         rdp = rdp_curve(plan.ledger(), delta=plan.delta, steps=grid)
         eps, order = rdp.final_epsilon, rdp.final_order
+        by_pld = None
+        if plan.calibrated_by == "pld":
+            by_pld = final_epsilon(plan.ledger(), delta=plan.delta, accountant_name="pld")
     except (SpecError, DatasetError, PrivacyError) as exc:
         return PlanPreview(error=str(exc))
     return PlanPreview(
@@ -90,6 +96,8 @@ def preview_plan(spec_json: str) -> PlanPreview:
         n_train=plan.n_train,
         curve_steps=tuple(map(int, rdp.steps)),
         curve_epsilons=tuple(map(float, rdp.epsilons)),
+        calibrated_by=plan.calibrated_by,
+        pld_epsilon=by_pld,
     )
 
 
@@ -539,9 +547,11 @@ def cancel_runs(run_ids: list[str]) -> list[RunStatus]:
     return [store.request_cancel(run_id) for run_id in run_ids]
 
 
-def export_runs(run_ids: list[str], include_metrics: bool = True) -> Export:
-    """A zip archive of the finished, failed and cancelled runs among `run_ids` (ArchiveError, StoreError)."""
-    return prepare_export(get_store(), run_ids, include_metrics=include_metrics)
+def export_runs(run_ids: list[str], include_metrics: bool = True, include_private_diagnostics: bool = False) -> Export:
+    """A zip archive of the finished, failed and cancelled runs among `run_ids` (ArchiveError, StoreError): their
+    released values only, unless the user opted in to the diagnostics computed on private training data."""
+    return prepare_export(get_store(), run_ids, include_metrics=include_metrics,
+                          include_private_diagnostics=include_private_diagnostics)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -555,6 +565,7 @@ class ArchivePreview:
     engine_version: str = ""
     created_at: float = 0.0
     includes_metrics: bool = False
+    private_diagnostics: bool = False  # the archive holds values computed on private training data
 
 
 @st.cache_data(show_spinner="Reading the archive…", max_entries=2)
@@ -566,7 +577,8 @@ def preview_run_archive(data: bytes) -> ArchivePreview:
         return ArchivePreview(error=str(exc))
     return ArchivePreview(run_ids=summary.run_ids, statuses=summary.statuses, sweeps=summary.sweeps,
                           engine_version=summary.engine_version, created_at=summary.created_at,
-                          includes_metrics=summary.includes_metrics)  # fmt: skip
+                          includes_metrics=summary.includes_metrics,
+                          private_diagnostics=summary.private_diagnostics)  # fmt: skip
 
 
 def import_run_archive(data: bytes, *, serve_from_cache: bool = False) -> ImportReport:

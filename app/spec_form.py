@@ -36,11 +36,13 @@ from engine.training import DATASETS
 
 __all__ = ["EPSILONS", "dataset_note", "plan_summary", "spec_form"]
 LEARNER_PARAMETERS = {  # a textbook learner's mechanism parameter, shown where DP-SGD shows σ
-    "expmech_epsilon": ("ε of the exponential mechanism", "The whole budget goes to one draw ∝ exp(ε·score/2)."),
+    "expmech_epsilon": ("ε of the exponential mechanism", "The whole budget goes to one draw ∝ exp(ε·score) "
+                        "(a monotone score: ε-DP without the factor ½)."),
     "query_epsilon": ("ε per statistical query", "ε/(T·d): T iterations of d queries, by pure composition; the "
                       "Laplace scale is its inverse."),
     "eta": ("Learning rate η", "η = ε/√(32 T ln(1/δ)) (Dwork & Roth Thm 11.2): each round is 2η-DP."),
 }  # fmt: skip
+CALIBRATION_TITLES = {"rdp": "RDP (instant)", "pld": "PLD (tightest)"}
 OPTIMIZER_TITLES = {"sgd": "SGD", "momentum": "SGD with momentum 0.9", "adam": "Adam"}
 PREFIX = "train_"  # session-state keys of this form: the pages share one session state
 
@@ -210,6 +212,10 @@ def privacy() -> None:
             help="Privacy budget: a smaller ε is stronger privacy and needs more noise, so less accuracy. "
             "Log scale, 0.1 to 10.",
         )
+        _choice(st.radio, "Calibrate σ by", "calibration_accountant", ["rdp", "pld"], CALIBRATION_TITLES,
+                help="RDP finds σ instantly but over-estimates ε, so the run spends less than the target (more "
+                "noise than needed). PLD, the tightest accountant, finds the σ that spends the target: less "
+                "noise, better accuracy; it takes a few seconds.")  # fmt: skip
     else:
         _slider(
             "Noise multiplier σ",
@@ -224,6 +230,7 @@ def privacy() -> None:
         format_func=lambda d: f"{d:.0e}",
         help="Probability that the ε guarantee may fail: keep it well below 1/N; a smaller δ costs a little ε.",
     )
+    _choice(st.radio, "Noise", "noise", list(train_spec.NOISE_TITLES), train_spec.NOISE_TITLES, train_spec.NOISE_HELP)
     _slider(
         "Clipping bound b" if algorithm == "noisy_gd" else "Clipping norm C",
         CLIP_NORMS,
@@ -292,7 +299,7 @@ def training() -> None:
         0,
         2**31 - 1,
         key=key("seed"),
-        help="Fixes sampling, noise and initialization: the same spec and seed train the same model.",
+        help="Fixes the initialization; in the reproducible noise mode the whole spec fixes the lots and noise.",
     )
 
 
@@ -376,18 +383,30 @@ def plan_summary(preview: services.PlanPreview, *, target_epsilon: float | None 
         label, text = LEARNER_PARAMETERS[name]
         top[0].metric(label, f"{value:.4g}", help=text)
     else:
+        by = preview.calibrated_by
         top[0].metric(
             "Noise multiplier σ",
             f"{preview.noise_multiplier:.3f}",
-            help="Noise std over C; calibrated by the RDP accountant when a target ε is set.",
+            delta=f"calibrated by {by.upper()}" if by else None,
+            delta_color="off",
+            help="Noise std over C; "
+            + (f"the smallest σ whose ε by the {by.upper()} accountant meets the target." if by else "as you set it."),
         )
     top[1].metric("Steps", f"{preview.steps:,}", help="epochs × N / L (noisy GD: one full-batch step per epoch)")
     bottom[0].metric("Sampling rate q", f"{preview.sampling_rate:.4f}", help=f"L / N with N = {preview.n_train:,}")
-    bottom[1].metric(
-        "ε after training (RDP)",
-        f"{preview.epsilon:.3f}",
-        help=f"An upper bound by the RDP accountant (best order {preview.best_order:g}), up-front releases "
-        "included; the finished run reports the tightest of all accountants, never more.",
-    )
+    if preview.pld_epsilon is not None:
+        bottom[1].metric(
+            "ε after training (PLD)",
+            f"{preview.pld_epsilon:.3f}",
+            help=f"An upper bound by the PLD accountant, which calibrated σ (RDP gives {preview.epsilon:.3f}; the "
+            "curve beside is RDP's); the finished run reports the tightest of all accountants, never more.",
+        )
+    else:
+        bottom[1].metric(
+            "ε after training (RDP)",
+            f"{preview.epsilon:.3f}",
+            help=f"An upper bound by the RDP accountant (best order {preview.best_order:g}), up-front releases "
+            "included; the finished run reports the tightest of all accountants, never more.",
+        )
     figure = charts.planned_epsilon_figure(preview.curve_steps, preview.curve_epsilons, target_epsilon=target_epsilon)
     course.plotly_chart(figure, key="train_planned_epsilon", config={"displayModeBar": False})

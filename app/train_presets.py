@@ -25,10 +25,10 @@ LR_SCHEDULES = ["constant", "linear"]
 # Every widget of the form (its session-state key) and its value when a spec does not set it.
 FORM_DEFAULTS: dict[str, Any] = dict(
     algorithm="dpsgd", dataset="digits", model="logreg", hidden=128, use_pca=False, pca_dims=60, pca_noise=7.0,
-    mode="Target ε", target_epsilon=3.0, noise_multiplier=1.0, delta=1e-5, clip_norm=1.0, clipping="flat",
-    count_epsilon=0.01, lot_size=64, epochs=20, lr=2.0, lr_schedule="constant", lr_end_factor=0.5,
-    lr_decay_epochs=10.0, optimizer="sgd", seed=0, thresholds=16, rounds=0, aniso_granularity="layer",
-    aniso_smoothing=0.9, aniso_max_ratio=10.0,
+    mode="Target ε", target_epsilon=3.0, calibration_accountant="rdp", noise_multiplier=1.0, delta=1e-5,
+    clip_norm=1.0, clipping="flat", count_epsilon=0.01, lot_size=64, epochs=20, lr=2.0, lr_schedule="constant",
+    lr_end_factor=0.5, lr_decay_epochs=10.0, optimizer="sgd", seed=0, thresholds=16, rounds=0,
+    aniso_granularity="layer", aniso_smoothing=0.9, aniso_max_ratio=10.0, noise="reproducible",
 )  # fmt: skip
 THRESHOLDS = [4, 8, 16, 32, 64]
 ROUNDS = [0, 1_000, 2_000, 5_000, 10_000, 20_000]  # 0: every training example, one round each
@@ -123,8 +123,9 @@ def form_values(spec: dict[str, Any]) -> dict[str, Any]:
     """The widget values that describe `spec` (the inverse of `train_spec.raw_spec`)."""
     values = dict(FORM_DEFAULTS)
     plain = ("algorithm", "dataset", "model", "delta", "clip_norm", "clipping", "count_epsilon", "lot_size", "epochs",
-             "lr", "optimizer", "seed", "target_epsilon", "noise_multiplier", "pca_dims", "pca_noise", "thresholds",
-             "aniso_granularity", "aniso_smoothing", "aniso_max_ratio")  # fmt: skip
+             "lr", "optimizer", "seed", "target_epsilon", "calibration_accountant", "noise_multiplier",
+             "pca_dims", "pca_noise", "thresholds", "aniso_granularity", "aniso_smoothing",
+             "aniso_max_ratio", "noise")  # fmt: skip
     values |= {key: spec[key] for key in plain if key in spec}
     if "rounds" in spec:
         values["rounds"] = spec["rounds"]

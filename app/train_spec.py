@@ -20,6 +20,14 @@ ALGORITHM_TITLES = {
 }  # fmt: skip
 ANISO_GRANULARITY_TITLES = {"layer": "one weight per layer", "coordinate": "one weight per coordinate"}
 MODEL_TITLES = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)", "cnn": "CNN (tanh)"}
+NOISE_TITLES = {"reproducible": "Reproducible (lab)", "release": "Release (OS randomness)"}
+NOISE_HELP = (
+    "Reproducible: lots and noise come from streams derived from the whole spec, so the same spec trains to the same "
+    "numbers (and is served from the result cache), but anyone holding the run record can regenerate the noise: "
+    "not for publishing the model as differentially private. Release: every lot and noise draw is seeded by the "
+    "operating system's cryptographic randomness with a hardened Gaussian sampler, nothing stored regenerates it; "
+    "a rerun gives other numbers, and each step costs a little more time. Neither changes ε."
+)
 CLIPPING_TITLES = {
     "flat": "flat: the whole gradient to norm C",
     "per_layer": "per layer: each layer to C/√K",
@@ -99,8 +107,12 @@ def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema:
         raw["clipping"] = values["clipping"]
     if values["mode"] == TARGET_MODE:
         raw["target_epsilon"] = values["target_epsilon"]
+        if values.get("calibration_accountant", "rdp") != "rdp":  # RDP is the engine's default
+            raw["calibration_accountant"] = values["calibration_accountant"]
     else:
         raw["noise_multiplier"] = values["noise_multiplier"]
+    if values.get("noise", "reproducible") != "reproducible":  # the lab mode is the engine's default
+        raw["noise"] = values["noise"]
     if algorithm == Algorithm.NOISY_GD:
         raw["count_epsilon"] = values["count_epsilon"]
     if algorithm == Algorithm.ANISO_DPSGD:
@@ -136,7 +148,8 @@ ALGORITHM_CAPTIONS = {
     "change of variables W⁻¹ it is DP-SGD at σ, so its ε is DP-SGD's; W comes from earlier released gradients only. "
     "With one layer (logistic regression) per-layer weights are all 1: choose per-coordinate weights (Advanced).",
     "expmech_stumps": "**Exponential mechanism over decision stumps** (Dwork & Roth ch. 11): one stump (feature, "
-    "threshold on a public grid, sign) drawn with probability ∝ exp(ε·(−training errors)/2): ε-DP, one release.",
+    "threshold on a public grid, sign) drawn with probability ∝ exp(ε·(−training errors)): ε-DP, one release "
+    "(the score only moves one way between neighbours, so no factor ½ is lost).",
     "sq_laplace": "**SQ learning through Laplace noise** (Dwork & Roth §11.1): logistic regression whose every "
     "gradient coordinate is a statistical query answered with Laplace noise; T·d queries share ε by pure "
     "composition, and every accountant then bounds the whole.",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from bench import accounting, aniso, archive, dashboard, jobs, sweep, throughput, utility
+from bench import accounting, aniso, archive, dashboard, jobs, noise, sweep, throughput, utility
 from engine.training import pick_device
 
 
@@ -43,6 +43,7 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "archive": archive.run,
     "dashboard": dashboard.run,
     "aniso": aniso.run,
+    "noise": noise.run,
 }
 BY_NAME_ONLY = ("aniso",)
 

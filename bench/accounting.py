@@ -1,4 +1,5 @@
-"""Accountant suite: the cost of ε curves and σ calibration (no torch involved)."""
+"""Accountant suite: the cost of ε curves and σ calibration, and the tightness figures of
+`accounting_tightness` (no torch involved)."""
 
 import statistics
 import time
@@ -8,6 +9,7 @@ from dp_accounting import calibrate_dp_mechanism, dp_event
 from dp_accounting.mechanism_calibration import ExplicitBracketInterval
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_accountant
 
+from bench import accounting_tightness
 from engine.privacy import calibrate_noise_multiplier, dpsgd_step_event, rdp_epsilon_curve, single_phase
 from engine.privacy.accountants import pld, rdp
 from engine.privacy.calibration import SIGMA_MAX, SIGMA_MIN
@@ -78,4 +80,5 @@ def run(quick: bool = False) -> list[dict]:
             "steps": 11,
         },
         {"name": "accounting/calibrate_sigma_pld", "value": calibrate_pld_s, "unit": "s"},
+        *accounting_tightness.run(quick),
     ]

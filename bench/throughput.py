@@ -31,8 +31,9 @@ from torch import Tensor, nn
 
 from engine.training import pick_device
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
-from engine.training.dpsgd import add_gaussian_noise, scale
+from engine.training.dpsgd import scale
 from engine.training.models import build_model
+from engine.training.noise import add_gaussian_noise
 
 N_FEATURES = 784
 N_CLASSES = 10

@@ -3,7 +3,11 @@
 Members (format "dplab-runs", version 1), JSON and numbers only, never pickle:
 
 - `manifest.json`: format, format_version, created_at, engine_version (of the exporter), run_count,
-  sweep_count, includes_metrics;
+  sweep_count, includes_metrics, and (written since the export of private diagnostics became an opt-in;
+  optional, so older archives still read) private_diagnostics, whether the archive may hold values
+  computed on the private training data that no ε covers, with privacy_note saying what that means.
+  An archive without them is read as holding its runs' diagnostics whenever it includes metrics (what
+  every export did before);
 - `runs.json`: a list of run objects (id, cache_key, engine_version, status, spec, plan, result,
   error, created_at, started_at, finished_at, progress_step, total_steps, attempts, events);
 - `metrics/<run id>.csv`: header `step,name,value`, one row per stored metric value;
@@ -111,11 +115,14 @@ class Archive:
     sweeps: tuple[ArchivedSweep, ...] = ()
     includes_metrics: bool = True
     created_at: float = field(default_factory=time.time)
+    private_diagnostics: bool = True  # may hold values computed on private training data (the exporter says)
+    privacy_note: str = ""  # what `private_diagnostics` means for this archive, in words
 
     def manifest(self) -> dict[str, Any]:
         return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "created_at": self.created_at,
                 "engine_version": self.engine_version, "run_count": len(self.runs), "sweep_count": len(self.sweeps),
-                "includes_metrics": self.includes_metrics}  # fmt: skip
+                "includes_metrics": self.includes_metrics, "private_diagnostics": self.private_diagnostics,
+                "privacy_note": self.privacy_note}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -222,15 +229,19 @@ def _kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def check_fields(raw: Any, where: str, checks: Mapping[str, Check]) -> dict[str, Any]:
-    """An object with exactly the keys of `checks`, each value checked (and converted) by its check."""
+def check_fields(
+    raw: Any, where: str, checks: Mapping[str, Check], optional: Mapping[str, Check] | None = None
+) -> dict[str, Any]:
+    """An object with every key of `checks` and any of `optional`, and no other, each value checked (and
+    converted) by its check."""
     if not isinstance(raw, dict):
         raise ArchiveError(f"{where}: must be an object, got {_kind(raw)}")
     if missing := [k for k in checks if k not in raw]:
         raise ArchiveError(f"{where}: missing field {missing[0]!r}")
-    if unknown := sorted(set(raw) - set(checks)):
-        raise ArchiveError(f"{where}: unknown field {unknown[0]!r:.80}; allowed: {', '.join(checks)}")
-    return {key: check(raw[key], f"{where}: {key}") for key, check in checks.items()}
+    allowed = {**checks, **(optional or {})}
+    if unknown := sorted(set(raw) - set(allowed)):
+        raise ArchiveError(f"{where}: unknown field {unknown[0]!r:.80}; allowed: {', '.join(allowed)}")
+    return {key: check(raw[key], f"{where}: {key}") for key, check in allowed.items() if key in raw}
 
 
 def _nullable(check: Check) -> Check:
@@ -334,3 +345,5 @@ SWEEP_FIELDS: dict[str, Check] = {
 MANIFEST_FIELDS: dict[str, Check] = {"format": _tiny_text, "format_version": _int, "created_at": _number,
                                      "engine_version": _tiny_text, "run_count": _int, "sweep_count": _int,
                                      "includes_metrics": _bool}  # fmt: skip
+MANIFEST_OPTIONAL: dict[str, Check] = {"private_diagnostics": _bool,
+                                       "privacy_note": partial(_text, shortest=0, limit=2000)}  # fmt: skip

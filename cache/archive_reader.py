@@ -30,6 +30,7 @@ from cache.archive import (
     FORMAT_NAME,
     FORMAT_VERSION,
     MANIFEST_FIELDS,
+    MANIFEST_OPTIONAL,
     MAX_ARCHIVE_BYTES,
     MAX_MEMBERS,
     METRICS_MEMBER,
@@ -146,7 +147,9 @@ class ArchiveReader(AbstractContextManager):
             raw = strict_json(self._bytes("manifest.json", MAX_ELEMENT_BYTES), where="manifest.json")
         except InputError as exc:
             raise ArchiveError(str(exc)) from None
-        obj = check_fields(raw, "manifest.json", MANIFEST_FIELDS)
+        obj = check_fields(raw, "manifest.json", MANIFEST_FIELDS, MANIFEST_OPTIONAL)
+        obj.setdefault("private_diagnostics", obj["includes_metrics"])  # older exports carried every metric
+        obj.setdefault("privacy_note", "")
         if obj["format"] != FORMAT_NAME:
             raise ArchiveError(f"manifest.json: format must be {FORMAT_NAME!r}; got {obj['format']!r:.80}")
         if (version := obj["format_version"]) != FORMAT_VERSION:
@@ -382,4 +385,6 @@ def read_archive(source: Source) -> Archive:
         sweeps = tuple(reader.sweeps())
         manifest = reader.manifest
     return Archive(engine_version=manifest["engine_version"], runs=runs, metrics=metrics, sweeps=sweeps,
-                   includes_metrics=manifest["includes_metrics"], created_at=manifest["created_at"])  # fmt: skip
+                   includes_metrics=manifest["includes_metrics"], created_at=manifest["created_at"],
+                   private_diagnostics=manifest["private_diagnostics"],
+                   privacy_note=manifest["privacy_note"])  # fmt: skip

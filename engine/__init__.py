@@ -5,4 +5,4 @@ job queue with its workers (`engine.jobs`).
 trains to, so that old cached results are no longer served as if this engine had produced them.
 """
 
-ENGINE_VERSION = "0.3.0"
+ENGINE_VERSION = "0.4.0"

@@ -27,9 +27,10 @@ from engine.training.aniso import (
 )
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
 from engine.training.models import build_model
+from engine.training.noise import random_streams
 from engine.training.plan import TrainingPlan
 from engine.training.spec import Algorithm
-from engine.training.trainer import build_run_model, make_step, random_streams
+from engine.training.trainer import build_run_model, make_step
 from tests.conftest import fast_spec
 
 ALPHA = 1e-6  # false-failure rate of each statistical test below
@@ -276,8 +277,11 @@ def test_the_weight_is_larger_where_the_released_signal_is_smaller():
 # ------------------------------------------------------------------------------ against DP-SGD
 
 
-def run_steps(spec: dict, steps: int, data) -> list[torch.Tensor]:
+def run_steps(spec: dict, steps: int, data, *, streams_of: dict | None = None) -> list[torch.Tensor]:
+    """`steps` steps of `spec`, drawing lots and noise from the streams of `streams_of` (default: its own), so
+    that two algorithms can be compared on the same draws."""
     parsed = parse_spec(spec)
+    streams = random_streams(parse_spec(streams_of or spec), torch.device("cpu"))
     from engine.training.plan import plan_run
 
     plan = plan_run(parsed, n_train=len(data.x_train))
@@ -285,7 +289,7 @@ def run_steps(spec: dict, steps: int, data) -> list[torch.Tensor]:
     torch.manual_seed(parsed.seed)
     model = build_run_model(parsed, n_features=x.shape[1], n_classes=data.n_classes, image_shape=data.image_shape)
     optimizer = torch.optim.SGD(model.parameters(), lr=parsed.lr)
-    step = make_step(parsed, plan, model, optimizer, x, y, random_streams(parsed.seed, torch.device("cpu")))
+    step = make_step(parsed, plan, model, optimizer, x, y, streams)
     for t in range(1, steps + 1):
         step(t)
     return [p.detach().clone() for p in model.parameters()]
@@ -297,19 +301,22 @@ def digits():
 
 
 def test_with_weights_one_a_step_is_dpsgd_exactly(digits):
-    """Logistic regression has one layer: its layer weight is always 1, and the run is DP-SGD's bit for bit."""
+    """Logistic regression has one layer: its layer weight is always 1, and the run is DP-SGD's bit for bit (on the
+    same lots and noise: each spec has its own streams, so the aniso runs draw from the DP-SGD spec's)."""
     spec = fast_spec(algorithm="aniso_dpsgd")
     iso = run_steps(fast_spec(), 15, digits)
-    assert all(torch.equal(a, b) for a, b in zip(run_steps(spec, 15, digits), iso, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(run_steps(spec, 15, digits, streams_of=fast_spec()), iso, strict=True))
     # an MLP with r = 1 (all weights 1), past the warm-up; and per coordinate during the warm-up (W = 1 there)
     mlp = dict(model="mlp", hidden=[16], lr=0.5)
     iso = run_steps(fast_spec(**mlp), 15, digits)
-    same = run_steps(fast_spec(**mlp, algorithm="aniso_dpsgd", aniso_max_ratio=1.0), 15, digits)
+    same = run_steps(fast_spec(**mlp, algorithm="aniso_dpsgd", aniso_max_ratio=1.0), 15, digits,
+                     streams_of=fast_spec(**mlp))  # fmt: skip
     assert all(torch.equal(a, b) for a, b in zip(same, iso, strict=True))
-    coordinate = run_steps(fast_spec(**mlp, algorithm="aniso_dpsgd", aniso_granularity="coordinate"), 10, digits)
+    coordinate = run_steps(fast_spec(**mlp, algorithm="aniso_dpsgd", aniso_granularity="coordinate"), 10, digits,
+                           streams_of=fast_spec(**mlp))  # fmt: skip
     for a, b in zip(coordinate, run_steps(fast_spec(**mlp), 10, digits), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # torch.func vs ghost norms: rounding only
-    moved = run_steps(fast_spec(**mlp, algorithm="aniso_dpsgd"), 15, digits)
+    moved = run_steps(fast_spec(**mlp, algorithm="aniso_dpsgd"), 15, digits, streams_of=fast_spec(**mlp))
     assert not all(torch.equal(a, b) for a, b in zip(moved, iso, strict=True)), "past the warm-up W ≠ 1"
 
 

@@ -311,6 +311,19 @@ def test_runs_page_lists_and_opens_runs(home, store):
     assert any("finished" in h.value for h in at.subheader)
 
 
+def test_the_noise_mode_goes_into_the_spec_and_the_run_panel_names_it(home, store):
+    at = open_app()
+    radio = at.radio(key="train_noise")
+    assert radio.value == "reproducible" and "cryptographic randomness" in radio.help
+    assert "noise" not in form_spec(at)  # the lab mode is the engine's default
+    radio.set_value("release").run()
+    at.button(key="train").click().run()
+    assert not at.exception, at.exception
+    [run] = store.list_runs()
+    assert run.spec["noise"] == "release" and form_spec(at)["noise"] == "release"
+    assert any("release noise (OS randomness" in unescape(c.value) for c in at.caption)
+
+
 def test_eta_uses_the_measured_step_rate_not_start_up_time():
     import pandas as pd
 

@@ -63,9 +63,9 @@ def test_epsilon_by_one_accountant_or_all_of_them(home):
     assert by_rdp["epsilon"] == pytest.approx(RdpAccountant().compose(event).get_epsilon(1e-5), rel=1e-12)
     tightest = last_json(cli(home, *args))
     assert tightest["accountant"] == "pld"
-    assert tightest["epsilon"] == pytest.approx(
-        PLDAccountant(value_discretization_interval=1e-3).compose(event).get_epsilon(1e-5), rel=1e-9
-    )
+    # PLD picks its grid from the ledger: within 1% of dp-accounting's PLD at the fine 1e-4 grid
+    fine = PLDAccountant(value_discretization_interval=1e-4).compose(event).get_epsilon(1e-5)
+    assert tightest["epsilon"] == pytest.approx(fine, rel=0.01)
     everything = last_json(cli(home, *args, "--all"))
     assert set(everything["epsilons"]) == {"rdp", "pld", "naive", "advanced"} and "zcdp" in everything["not_applicable"]
     assert everything["epsilon"] == min(everything["epsilons"].values())
@@ -81,7 +81,8 @@ def test_calibrate_meets_the_target_by_the_accountant_it_names(home):
     sigma = out["noise_multiplier"]
     event = dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(sigma)), 1000)
     assert out["accountant"] == "pld"
-    assert PLDAccountant(value_discretization_interval=1e-3).compose(event).get_epsilon(1e-5) <= 2.0
+    spent = PLDAccountant(value_discretization_interval=1e-4).compose(event).get_epsilon(1e-5)
+    assert 0.98 * 2.0 <= spent <= 1.01 * 2.0  # the target, spent (the CLI's PLD is within 1% of the fine grid)
     assert RdpAccountant().compose(event).get_epsilon(1e-5) > 2.0  # PLD allows less noise than RDP would
     by_rdp = last_json(cli(home, "calibrate", "--epsilon", "2", "--delta", "1e-5", "--sampling-rate", "0.01",
                            "--steps", "1000", "--accountant", "rdp"))  # fmt: skip

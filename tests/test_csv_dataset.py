@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 
 from engine.training.datasets import (
+    RARE_LEVEL_ROWS,
     CsvSchema,
     CsvSchemaError,
     DatasetError,
     csv_dataset_info,
+    csv_schema_suggestion,
     dataset_info,
     file_sha256,
     infer_csv_schema,
@@ -279,23 +281,27 @@ def test_infer_suggests_numeric_and_categorical_columns_without_bounds(tmp_path)
         "target": "income",
         "classes": ["<=50K", ">50K"],
         "numeric": {"age": [None, None], "hours-per-week": [None, None]},
-        "categorical": {"workclass": ["Private", "State-gov"], "sex": ["Female", "Male"]},
+        "categorical": {"workclass": ["Private", "State-gov"], "sex": ["Male"]},
         "test_fraction": 0.2,
-    }  # 'notes' has 30 distinct free-text values: left out
+    }  # 'notes' has 30 distinct free-text values: left out; 'Female' is one row's: withheld
     with pytest.raises(CsvSchemaError, match=r"schema\.numeric\.age"):
         parse_csv_schema(suggestion)  # the user must declare the bounds
     suggestion["numeric"] = {"age": [17, 90], "hours-per-week": [1, 99]}
-    assert parse_csv_schema(suggestion).n_features == 6
-    assert infer_csv_schema(tmp_path / "upload.csv", "income", max_categories=40)["categorical"]["notes"][:2] == [
-        "note 0", "note 1"]  # fmt: skip
+    assert parse_csv_schema(suggestion).n_features == 5
+    wide = csv_schema_suggestion(tmp_path / "upload.csv", "income", max_categories=40)
+    assert "notes" not in wide.schema["categorical"] and wide.withheld_levels == {"sex": 1, "notes": 30}
+    every = infer_csv_schema(tmp_path / "upload.csv", "income", max_categories=40, min_rows=1)  # no threshold
+    assert every["categorical"]["notes"][:2] == ["note 0", "note 1"]
+    assert every["categorical"]["sex"] == ["Female", "Male"]
 
 
 def test_infer_orders_numeric_labels_numerically_and_checks_the_target(tmp_path):
     path = write(tmp_path, ["x,y,code", *[f"{i},{i % 11},{'A' if i % 2 else ''}" for i in range(40)]])
-    suggestion = infer_csv_schema(path, "y")
+    suggestion = infer_csv_schema(path, "y", min_rows=1)
     assert suggestion["classes"] == [str(i) for i in range(11)]
     assert suggestion["numeric"] == {"x": [None, None]}
     assert suggestion["categorical"] == {"code": ["A"]}  # empty cells: not numeric, not a category
+    assert infer_csv_schema(path, "y")["classes"] == []  # 3 or 4 rows per class: all withheld at the default 10
     with pytest.raises(DatasetError, match=r"upload\.csv: the target column 'x' has more than 20 distinct values"):
         infer_csv_schema(path, "x")
     with pytest.raises(DatasetError, match=r"upload\.csv: no column 'label' in the header"):
@@ -303,3 +309,27 @@ def test_infer_orders_numeric_labels_numerically_and_checks_the_target(tmp_path)
     constant = write(tmp_path, ["x,y", "1,a", "2,a"], name="constant.csv")
     with pytest.raises(DatasetError, match="fewer than 2 distinct"):
         infer_csv_schema(constant, "y")
+    with pytest.raises(ValueError, match="min_rows must be an integer ≥ 1"):
+        infer_csv_schema(path, "y", min_rows=0)
+
+
+def test_rare_classes_and_levels_are_withheld_from_the_suggestion_and_counted(tmp_path):
+    """A value fewer than RARE_LEVEL_ROWS rows have is never suggested (it would travel into every spec and
+    export and single those rows out); one exactly that many rows have is."""
+    assert RARE_LEVEL_ROWS == 10
+    countries = ["France"] * 12 + ["Germany"] * 10 + ["Liechtenstein"] * 9 + ["Vatican"]  # 32 rows
+    labels = ["low"] * 20 + ["high"] * 10 + ["unique-label", "other-label"]
+    badges = [f"badge-{i % 4}" for i in range(32)]  # 8 rows each: every level rare
+    rows = [f"{i},{c},{b},{y}" for i, (c, b, y) in enumerate(zip(countries, badges, labels, strict=True))]
+    path = write(tmp_path, ["id,country,badge,label", *rows])
+    found = csv_schema_suggestion(path, "label")
+    assert found.schema["classes"] == ["high", "low"] and found.withheld_classes == 2
+    assert found.schema["categorical"] == {"country": ["France", "Germany"]}  # badge: every level withheld
+    assert found.withheld_levels == {"country": 2, "badge": 4} and found.min_rows == 10
+    shown = json.dumps(found.schema)
+    for rare in ("Liechtenstein", "Vatican", "unique-label", "other-label", "badge-"):
+        assert rare not in shown, rare
+    assert found.schema == infer_csv_schema(path, "label")
+    lower = csv_schema_suggestion(path, "label", min_rows=9)  # Liechtenstein's 9 rows now reach the threshold
+    assert lower.schema["categorical"]["country"] == ["France", "Germany", "Liechtenstein"]
+    assert lower.withheld_levels == {"country": 1, "badge": 4}

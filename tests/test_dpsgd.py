@@ -10,8 +10,9 @@ import torch
 from scipy import stats
 
 from engine.training.clipping import BookKeepingClipper
-from engine.training.dpsgd import add_gaussian_noise, dpsgd_step, sample_poisson_lot
+from engine.training.dpsgd import dpsgd_step
 from engine.training.models import build_model
+from engine.training.noise import add_gaussian_noise, sample_poisson_lot
 from engine.training.plan import TrainingPlan, steps_for
 from engine.training.spec import Algorithm
 

@@ -1,8 +1,10 @@
 """Vectorized sweeps (`engine.training.stacked`): the stacked clipped sums equal one book-keeping clipper per
-member, the stacked update rules equal torch.optim's, a member with the lead's seed follows its separate run,
-every member draws its own seed's noise stream at the stated scale, lots are shared, cancels leave the
-stack, and the joint ledger is the sampled Gaussian at σ_joint."""
+member, the stacked update rules equal torch.optim's, the lead member follows its separate run, every member
+draws its own noise stream (its separate run's) at the stated scale, lots are shared, cancels leave the
+stack, and the joint ledger is the sampled Gaussian at σ_joint. (Noise independence, release mode and the
+joint ε against dp-accounting: tests/test_noise_streams.py.)"""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -12,14 +14,27 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 from scipy import stats
 
-from engine.privacy import DEFAULT_ORDERS
-from engine.training import StackError, StackMember, parse_spec, pick_device, plan_spec, stack_key, train, train_stack
+from engine.privacy import DEFAULT_ORDERS, rdp_epsilon
+from engine.training import (
+    StackError,
+    StackMember,
+    load_dataset,
+    parse_spec,
+    pick_device,
+    plan_spec,
+    stack_key,
+    train,
+    train_stack,
+)
+from engine.training import noise as noise_module
 from engine.training.clipping import BookKeepingClipper
 from engine.training.models import build_model
+from engine.training.noise import random_streams
 from engine.training.optimizers import OptimizerName, make_optimizer
 from engine.training.stacked import StackedClipper, StackedOptimizer, joint_ledger
 from engine.training.stacked import training as stacked_module
-from engine.training.trainer import random_streams
+from engine.training.stacked.training import StackInputs
+from engine.training.trainer import features
 from tests.conftest import fast_spec
 
 DEVICE = pick_device()
@@ -101,39 +116,44 @@ def test_stacked_update_rules_equal_torch_optim(optimizer):
             torch.testing.assert_close(clipper.params[n][k], p.detach(), rtol=1e-5, atol=1e-6)
 
 
-def test_a_member_with_the_lead_seed_follows_its_separate_run():
+def test_the_lead_member_follows_its_separate_run():
+    """The lead's lots and noise are its separate run's, so it is that run step for step; the other member (its
+    own noise stream, the lead's lots) has its separate run's ε and the statement's stack note."""
     specs = [spec(noise_multiplier=0.8), spec(target_epsilon=2.0, clip_norm=0.5, lr=1.0)]
     seen: list[list] = [[] for _ in specs]
     results = train_stack(members_of(*specs), on_step=[s.append for s in seen])
     for k, s in enumerate(specs):
         alone: list = []
         separate = train(s, plan=plan_spec(s), on_step=alone.append)
+        assert results[k].epsilon == separate.epsilon and results[k].epsilons == separate.epsilons
+        assert "vectorized stack of 2 runs" in results[k].privacy_statement
+        assert results[k].stack["members"] == 2 and results[k].stack["position"] == k
+        if k > 0:
+            assert [r.lot_size for r in seen[k]] == [r.lot_size for r in seen[0]]  # the lead's lots
+            continue
         assert [r.lot_size for r in seen[k]] == [r.lot_size for r in alone]  # the same lots
         for mine, theirs in zip(seen[k], alone, strict=True):
             assert mine.epsilon == theirs.epsilon
             for field in ("train_loss", "clip_fraction", "test_accuracy", "grad_norm_p50"):
                 a, b = getattr(mine, field), getattr(theirs, field)
                 assert (a is None) == (b is None) and (a is None or math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-5))
-        assert results[k].epsilon == separate.epsilon and results[k].epsilons == separate.epsilons
-        assert "vectorized stack of 2 runs" in results[k].privacy_statement
-        assert results[k].stack["members"] == 2 and results[k].stack["position"] == k
 
 
-def test_each_member_draws_its_own_seeds_noise_at_its_own_scale(monkeypatch):
-    """Noise comes from each member's own noise stream (the generator a separate run of its seed uses), with
+def test_each_member_draws_its_own_noise_stream_at_its_own_scale(monkeypatch):
+    """Noise comes from each member's own noise stream (the stream a separate run of its spec uses), with
     std σₖ·Cₖ; two members' draws are independent. KS and correlation tests: false-failure rate ≈ 1e-6 each."""
     calls: list[tuple[int, float, np.ndarray]] = []
     real = stacked_module.fill_gaussian_noise
 
-    def spy(buffer, std, generator, **kwargs):
-        out = real(buffer, std, generator, **kwargs)
-        calls.append((generator.initial_seed(), std, out.flatten().cpu().numpy().copy()))
+    def spy(buffer, std, stream, **kwargs):
+        out = real(buffer, std, stream, **kwargs)
+        calls.append((stream.seed, std, out.flatten().cpu().numpy().copy()))
         return out
 
     monkeypatch.setattr(stacked_module, "fill_gaussian_noise", spy)
     specs = [spec(noise_multiplier=1.0, epochs=0.2), spec(noise_multiplier=3.0, clip_norm=2.0, seed=5, epochs=0.2)]
     train_stack(members_of(*specs))
-    expected = [random_streams(s.seed, DEVICE)["noise"].initial_seed() for s in specs]
+    expected = [random_streams(s, DEVICE)["noise"].seed for s in specs]
     steps, tensors = plan_spec(specs[0]).steps, 2  # logistic regression: weight and bias
     assert [seed for seed, _, _ in calls] == [seed for seed in expected for _ in range(tensors)] * steps
     per_member = [[c for c in calls if c[0] == seed] for seed in expected]
@@ -177,13 +197,16 @@ def test_joint_ledger_is_the_sampled_gaussian_at_sigma_joint():
     plans = [plan_spec(s) for s in specs]
     ledger = joint_ledger(plans)
     sigma_joint = (1 + 0.25 + 0.25) ** -0.5
-    assert ledger.steps == plans[0].steps and len(ledger.phases) == 1
+    assert ledger.steps == plans[0].steps and len(ledger.phases) == 1 and not ledger.upfront
     accountant = RdpAccountant(orders=list(DEFAULT_ORDERS))
     accountant.compose(dp_event.PoissonSampledDpEvent(plans[0].sampling_rate, dp_event.GaussianDpEvent(sigma_joint)),
                        plans[0].steps)  # fmt: skip
+    assert rdp_epsilon(ledger.dp_event(), delta=1e-5)[0] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-9)
     results = train_stack(members_of(*specs))
-    assert results[0].stack["joint_epsilon_rdp"] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-9)
-    assert results[0].stack["joint_epsilon_rdp"] > max(r.epsilons["rdp"] for r in results)
+    stack = results[0].stack
+    assert stack["joint_accountant"] in ("rdp", "pld")  # the tightest of the two, never above RDP's
+    assert stack["joint_epsilon"] <= accountant.get_epsilon(1e-5) * (1 + 1e-9)
+    assert stack["joint_epsilon"] > max(r.epsilon for r in results)
 
 
 def test_stack_keys_group_only_compatible_specs():
@@ -194,6 +217,7 @@ def test_stack_keys_group_only_compatible_specs():
     assert stack_key(spec(noise_multiplier=1.0, lot_size=32)) != key
     assert stack_key(spec(noise_multiplier=1.0, optimizer="adam")) != key
     assert stack_key(spec(noise_multiplier=1.0, clipping="per_layer")) is None
+    assert stack_key(spec(noise_multiplier=1.0, noise="release")) != key  # one noise mode per stack
     assert stack_key(spec(noise_multiplier=1.0, pca_dims=10, pca_noise=4.0)) != key  # other inputs
     with_pca = stack_key(spec(noise_multiplier=1.0, pca_dims=10, pca_noise=4.0))
     assert stack_key(spec(noise_multiplier=2.0, pca_dims=10, pca_noise=8.0, seed=3)) == with_pca
@@ -212,8 +236,14 @@ def test_stack_keys_group_only_compatible_specs():
         train_stack(members_of(spec(noise_multiplier=1.0), spec(noise_multiplier=1.0, lot_size=32)))
 
 
-def test_physical_batches_change_memory_not_the_release():
-    """Clipped sums of a lot computed 16 examples at a time are the sums of the whole lot."""
+def test_physical_batches_change_memory_not_the_release(monkeypatch):
+    """Clipped sums of a lot computed 16 examples at a time are the sums of the whole lot (on the same lots and
+    noise: `physical_batch_size` is part of a spec, so the chunked specs draw from the whole specs' streams)."""
+
+    def whole_streams(s, device):
+        return random_streams(dataclasses.replace(s, physical_batch_size=None), device)
+
+    monkeypatch.setattr(stacked_module, "random_streams", whole_streams)
     specs = [spec(noise_multiplier=4.0, epochs=0.5), spec(noise_multiplier=6.0, epochs=0.5, clip_norm=0.5)]
     chunked = [spec(noise_multiplier=4.0, epochs=0.5, physical_batch_size=16),
                spec(noise_multiplier=6.0, epochs=0.5, clip_norm=0.5, physical_batch_size=16)]  # fmt: skip
@@ -224,9 +254,8 @@ def test_physical_batches_change_memory_not_the_release():
 
 
 def test_members_with_their_own_dp_pca_projections_follow_their_separate_runs():
-    """DP-PCA members whose projections differ (σ_p, seed) each train on their own inputs; a member with the
-    lead's seed is its separate run step for step, another seed's member has the same projection and noise
-    as its separate run (only the lots are the lead's)."""
+    """DP-PCA members whose releases differ (σ_p, seed) each train on their own inputs, the very projection
+    their separate runs make; the lead is its separate run step for step (the other's lots are the lead's)."""
     specs = [spec(noise_multiplier=4.0, pca_dims=16, pca_noise=4.0),
              spec(noise_multiplier=5.0, pca_dims=16, pca_noise=12.0, clip_norm=0.5)]  # fmt: skip
     seen: list[list] = [[], []]
@@ -235,6 +264,33 @@ def test_members_with_their_own_dp_pca_projections_follow_their_separate_runs():
         alone: list = []
         separate = train(s, plan=plan_spec(s), on_step=alone.append)
         assert results[k].epsilon == separate.epsilon  # DP-PCA's release is in each member's own ledger
+        if k > 0:
+            continue
         for mine, theirs in zip(seen[k], alone, strict=True):
             assert math.isclose(mine.train_loss or 0.0, theirs.train_loss or 0.0, rel_tol=1e-3, abs_tol=1e-5)
         assert math.isclose(results[k].test_loss, separate.test_loss, rel_tol=1e-3)
+    x = torch.as_tensor(load_dataset("digits").x_train, device=DEVICE)
+    members = members_of(*specs)
+    plans = [m.plan for m in members]
+    streams = [random_streams(s, DEVICE) for s in specs]
+    inputs = StackInputs.of(members, plans, streams, x, x[:5])
+    assert inputs.per_member
+    for k, s in enumerate(specs):  # each member's inputs: its separate run's projection, from a fresh stream
+        alone, _ = features(s, plans[k], x, x[:5], random_streams(s, DEVICE)["pca"])
+        assert torch.equal(inputs.train[k], alone)
+
+
+def test_members_that_agree_on_the_dp_pca_release_share_one():
+    """Another learning rate or σ does not change the PCA release (data, k, σ_p, seed): one projection, shared,
+    charged once by the joint ledger (`pca_release_identity`)."""
+    specs = [spec(noise_multiplier=4.0, pca_dims=16, pca_noise=4.0),
+             spec(noise_multiplier=5.0, pca_dims=16, pca_noise=4.0, lr=0.5)]  # fmt: skip
+    x = torch.as_tensor(load_dataset("digits").x_train, device=DEVICE)
+    members = members_of(*specs)
+    inputs = StackInputs.of(members, [m.plan for m in members], [random_streams(s, DEVICE) for s in specs], x, x)
+    assert not inputs.per_member
+    for s, m in zip(specs, members, strict=True):
+        assert torch.equal(inputs.train, features(s, m.plan, x, x, random_streams(s, DEVICE)["pca"])[0])
+    keys = [noise_module.pca_release_identity(s) for s in specs]
+    assert len(joint_ledger([m.plan for m in members], upfront_keys=keys).upfront) == 1
+    assert len(joint_ledger([m.plan for m in members]).upfront) == 2  # without keys: each member's own

@@ -207,11 +207,14 @@ def test_a_run_trained_in_a_stack_says_what_releasing_the_stack_costs(trained_st
     at.selectbox(key="open_run").set_value(run.id).run()
     assert not at.exception, at.exception
     [note] = [i.value for i in at.info if "vectorized stack" in i.value]
+    by = {"rdp": "RDP", "pld": "PLD"}[stack["joint_accountant"]]
     assert note == (
-        "Trained in a vectorized stack of 2 runs (lots drawn from seed 0's stream). This run's ε is its own; "
-        f"releasing all 2 runs of the stack together costs ε = {stack['joint_epsilon_rdp']:.3g} (RDP, δ = 1e-05)."
+        "Trained in a vectorized stack of 2 runs that shared each step's Poisson lot. This run's ε is its own; "
+        f"releasing all 2 runs of the stack together costs ε = {stack['joint_epsilon']:.3g} ({by}, δ = 1e-05): "
+        "each run drew its own noise, so that is 2 Gaussian releases of each shared lot, composed with every "
+        "up-front release (DP-PCA)."
     )
-    assert stack["joint_epsilon_rdp"] > run.result["epsilon"]
+    assert stack["joint_epsilon"] > run.result["epsilon"]
 
 
 def test_frontier_shows_the_finished_runs_and_the_preview_counts_cached_points(trained_store):

@@ -78,8 +78,10 @@ def assert_same_runs(a: Store, b: Store, run_ids) -> None:
 
 
 def test_round_trip_gives_identical_runs_metrics_events_and_sweeps(source, store):
+    """With the private diagnostics opted in, everything travels (by default they stay: test_export_privacy.py)."""
     ids = populated(source)
-    export = prepare_export(source, all_runs=True)
+    export = prepare_export(source, all_runs=True, include_private_diagnostics=True)
+    assert export.private_diagnostics and read_archive(export.data).private_diagnostics
     assert export.left_out == ((ids["queued"], "queued: only finished, failed and cancelled runs are exported"),)
     assert set(export.run_ids) == {ids[k] for k in ("finished", "failed", "cancelled", "other")}
     report = import_runs(store, export.data, serve_from_cache=True)
@@ -117,7 +119,7 @@ def trained(tmp_path_factory):
     submission = submit(store, parse_spec(fast_spec(epochs=1)))
     run = Worker(store, data_dirs=[]).run_one()
     assert run.id == submission.run_id and run.status is RunStatus.FINISHED
-    return store, run.id, export_runs(store, [run.id])
+    return store, run.id, export_runs(store, [run.id], include_private_diagnostics=True)
 
 
 def test_a_trained_run_imported_elsewhere_is_a_cache_hit(trained, store):
@@ -206,7 +208,8 @@ def test_export_selection_metrics_and_sources(source, store, tmp_path):
     for src in (path, str(path), io.BytesIO(path.read_bytes()), bytearray(path.read_bytes())):
         assert read_archive(src).runs == read_archive(by_sweep.data).runs
     report = import_runs(store, path)
-    assert len(report.imported) == 2 and store.metrics(ids["finished"]) == source.metrics(ids["finished"])
+    released = [row for row in source.metrics(ids["finished"]) if row[1] != "train_loss"]  # the default export's
+    assert len(report.imported) == 2 and store.metrics(ids["finished"]) == released
     assert import_runs(store, by_id.data).metric_rows == 0 and store.metrics(ids["failed"]) == []
 
 
@@ -300,6 +303,11 @@ MALFORMED = {
     "wrong format": (edit_json("manifest.json", lambda m: m.update(format="other")), "format must be 'dplab-runs'"),
     "newer version": (edit_json("manifest.json", lambda m: m.update(format_version=2)), r"format_version 2 \(written"),
     "run count": (edit_json("manifest.json", lambda m: m.update(run_count=9)), "run_count is 9 but the archive holds"),
+    "diagnostics flag": (
+        edit_json("manifest.json", lambda m: m.update(private_diagnostics="no")),
+        "manifest.json: private_diagnostics: must be true or false",
+    ),
+    "manifest field": (edit_json("manifest.json", lambda m: m.update(private=False)), "unknown field 'private'"),
     "bad json": (edit_member("runs.json", b'[{"id": '), r"runs.json: not valid JSON \(Expecting value"),
     "not utf-8": (edit_member("runs.json", b'["\xff"]'), "runs.json: not UTF-8"),
     "repeated key": (edit_member("manifest.json", b'{"format": 1, "format": 2}'), "repeats the key"),

@@ -479,7 +479,11 @@ def results(draw) -> dict[str, Any]:
     if draw(st.booleans()):
         numbers = st.fixed_dictionaries({k: FINITE for k in ("members", "lead_seed", "joint_epsilon_rdp",
                                                              "joint_delta")})  # fmt: skip
-        result["stack"] = draw(st.one_of(st.none(), numbers))
+        joint = st.fixed_dictionaries({"members": FINITE, "lead_seed": FINITE, "joint_delta": FINITE,
+                                       "joint_epsilon": st.one_of(AT_LEAST_ZERO, st.just(math.inf)),
+                                       "joint_accountant": st.one_of(st.sampled_from(list(ACCOUNTANTS)),
+                                                                     STRINGS)})  # fmt: skip
+        result["stack"] = draw(st.one_of(st.none(), numbers, joint))  # an engine < 0.4.0's stack, or this one's
     newer = TEXT.filter(lambda k: k not in result and k != "stack")  # fields of a newer engine
     result |= draw(st.dictionaries(newer, JSON, max_size=2))
     return result

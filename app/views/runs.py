@@ -173,6 +173,19 @@ def opened_run(runs: list[RunRecord]) -> None:
         )
 
 
+PRIVATE_DIAGNOSTICS_WARNING = (
+    "**Private diagnostics: not covered by ε.** The archive will also hold what was computed on the private "
+    "training data and never released: each step's loss, accuracy and size of the lot, the share clipped, "
+    "gradient-norm quantiles, realized regret and step timings. No ε bounds what they reveal about the people in "
+    "the data. Keep the archive inside the lab; do not publish or share it as differentially private. Its "
+    "manifest records that it holds them."
+)
+RELEASED_ONLY_NOTE = (
+    "The archive holds released values only: specs, results, status history and, per step, ε by accountant, "
+    "test-set accuracy and loss, and the epoch. Diagnostics computed on the private training data stay here."
+)
+
+
 def export_runs() -> None:
     finished = services.runs_with_status(TERMINAL, limit=1000)
     st.markdown("**Export**: finished, failed and cancelled runs, as a zip another store can import.")
@@ -187,9 +200,21 @@ def export_runs() -> None:
         "Include per-step metrics",
         value=True,
         key="runs_export_metrics",
-        help="Without them the archive holds specs, results and history only (much smaller).",
+        help="ε by step for each accountant, test-set accuracy and loss, epoch. Without them the archive holds "
+        "specs, results and history only (much smaller).",
     )
-    wanted = (tuple(chosen), metrics)
+    private = st.checkbox(
+        "Include private diagnostics (not covered by ε)",
+        value=False,
+        key="runs_export_private",
+        help="Values computed on the private training data that the dashboard shows but never releases (lot loss, "
+        "accuracy and size, clip fraction, gradient-norm quantiles, regret, step timings). Off: they stay here.",
+    )
+    if private:
+        st.warning(PRIVATE_DIAGNOSTICS_WARNING, icon=":material/warning:")
+    else:
+        st.caption(RELEASED_ONLY_NOTE)
+    wanted = (tuple(chosen), metrics, private)
     if st.button(
         "Prepare archive",
         key="runs_export_prepare",
@@ -197,14 +222,16 @@ def export_runs() -> None:
         help="Build the zip of the selected runs; a download button appears when it is ready.",
     ):
         try:
-            st.session_state["runs_export"] = (wanted, services.export_runs(list(chosen), include_metrics=metrics))
+            export = services.export_runs(list(chosen), include_metrics=metrics, include_private_diagnostics=private)
+            st.session_state["runs_export"] = (wanted, export)
         except (ArchiveError, StoreError) as exc:
             st.error(f"**Nothing exported**: {literal(exc)}", icon=":material/error:")
     prepared = st.session_state.get("runs_export")
     if prepared and prepared[0] == wanted:
         export = prepared[1]
+        what = "with private diagnostics" if export.private_diagnostics else "released values only"
         st.download_button(
-            f"Download {len(export.run_ids)} run(s) ({len(export.data) / 1e6:,.2f} MB)",
+            f"Download {len(export.run_ids)} run(s), {what} ({len(export.data) / 1e6:,.2f} MB)",
             data=export.data,
             file_name=f"dplab-runs-{time.strftime('%Y%m%d-%H%M%S')}.zip",
             mime="application/zip",
@@ -257,6 +284,12 @@ def import_runs() -> None:
         f"{preview.sweeps} sweep(s), exported {_when(preview.created_at)} by engine "
         f"{literal(preview.engine_version)}, {'with' if preview.includes_metrics else 'without'} metrics."
     )
+    if preview.private_diagnostics:
+        st.warning(
+            "**This archive holds private diagnostics**: values computed on its runs' training data that no ε "
+            "covers (its exporter opted in, or exported before that was an opt-in). Keep it inside the lab.",
+            icon=":material/warning:",
+        )
     serve = st.checkbox(
         "Serve these results from the cache for identical runs here",
         value=False,

@@ -3,6 +3,7 @@
 Every command takes `--json` (one JSON object on stdout). `delete` asks before deleting on a
 terminal and refuses without `--yes` elsewhere; `gc` only lists what it would delete unless given
 `--yes`, then deletes and compacts. Neither touches queued or running runs: cancel them first.
+`export` writes released values only unless given `--include-private-diagnostics`.
 """
 
 import argparse
@@ -14,6 +15,7 @@ from cache.inputs import shown_path
 from cache.maintenance import SizeReport, check_deletable, compact, delete_runs, select_for_gc, size_report
 from engine import ENGINE_VERSION
 from engine.cli.common import CliError, emit
+from engine.jobs.disclosure import DIAGNOSTICS_NOTE
 from engine.jobs.transfer import import_runs, prepare_export
 
 DAY_S = 86_400.0
@@ -30,9 +32,9 @@ def cmd_export(args: argparse.Namespace, store: Store) -> None:
     if args.all and (args.runs or args.sweep):
         raise CliError("export: --all exports every run; give it alone, without run ids or --sweep")
     try:
-        export = prepare_export(
-            store, args.runs, sweep_id=args.sweep, all_runs=args.all, include_metrics=not args.no_metrics
-        )
+        export = prepare_export(store, args.runs, sweep_id=args.sweep, all_runs=args.all,
+                                include_metrics=not args.no_metrics,
+                                include_private_diagnostics=args.include_private_diagnostics)  # fmt: skip
         path = export.save(args.output)
     except ArchiveError as exc:
         raise CliError(f"export: {exc}") from None
@@ -43,6 +45,7 @@ def cmd_export(args: argparse.Namespace, store: Store) -> None:
         return
     sweeps = f" and {len(export.sweep_ids)} sweep(s)" if export.sweep_ids else ""
     print(f"exported {len(export.run_ids)} run(s){sweeps} to {path} ({_mib(len(export.data))})")
+    print(f"{'WARNING: ' if export.private_diagnostics else ''}{DIAGNOSTICS_NOTE[export.private_diagnostics]}")
     for run_id, why in export.left_out:
         print(f"left out {run_id}: {why}")
 
@@ -159,6 +162,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all", action="store_true", help="every run and sweep")
     p.add_argument("-o", "--output", required=True, metavar="FILE.zip")
     p.add_argument("--no-metrics", action="store_true", help="specs and results only, no per-step metrics")
+    p.add_argument("--include-private-diagnostics", action="store_true",
+                   help="also export what was computed on the private training data and is not released (each "
+                        "step's lot loss, accuracy and size, clip fraction, gradient-norm quantiles, regret, "
+                        "timings): no epsilon covers them; the manifest records the choice. Default: released "
+                        "values only (epsilon by step, test-set accuracy and loss, epoch)")  # fmt: skip
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", help="add the runs of an archive to the store (all or nothing)")

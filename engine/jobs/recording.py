@@ -17,7 +17,8 @@ from engine.privacy.accountants import pld
 from engine.training import TrainingPlan, parse_spec, plan_spec
 
 log = logging.getLogger("dplab.worker")
-CHEAP_ACCOUNTANTS = ("naive", "advanced", "zcdp")  # vectorized over the grid; RDP streams with the steps
+# Vectorized over the grid; RDP streams with the steps
+CHEAP_ACCOUNTANTS = ("naive", "advanced", "zcdp", "optimal_pure")
 ACCOUNTANT_GRID_POINTS = 24
 BACKGROUND_NICE = 5  # the background curves yield the CPU to the training they describe
 
@@ -77,6 +78,7 @@ class BackgroundAccounting:
         lower_thread_priority(BACKGROUND_NICE)
         ledgers = [(c.run_ids, ledger, c.plan.delta, pld.grid(ledger.steps, ACCOUNTANT_GRID_POINTS))
                    for c in self.curves if (ledger := c.plan.ledger()) is not None]  # none: not private  # fmt: skip
+        intervals: dict[int, float] = {}
         try:
             for name in CHEAP_ACCOUNTANTS:
                 for run_ids, ledger, delta, steps in ledgers:
@@ -93,7 +95,10 @@ class BackgroundAccounting:
                         return
                     if point < len(steps):
                         t = int(steps[point])
-                        self._write(run_ids, "pld", [t], [pld.epsilon_of(ledger.truncated(t), delta=delta)])
+                        if intervals.get(id(ledger)) is None:  # the interval the whole ledger needs, once
+                            intervals[id(ledger)] = pld.choose_discretization(ledger, delta=delta)
+                        epsilon = pld.epsilon_of(ledger.truncated(t), delta=delta, discretization=intervals[id(ledger)])
+                        self._write(run_ids, "pld", [t], [epsilon])
         except Exception:  # best effort beside the runs: the final ε of every accountant is computed exactly
             log.exception("runs %s: background accounting failed", ", ".join(c.run_ids[0] for c in self.curves))
 

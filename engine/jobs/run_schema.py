@@ -9,7 +9,8 @@ page, a table or `python -m engine runs`.
 - plan: numbers, but `algorithm` (a string) and `noise_phases` (a list of [σ factor, steps]);
 - result (finished runs; cancelled and failed runs have one or none): every field of `TrainResult`,
   with its declared type (`epsilon` and the `epsilons` may be +∞: no finite bound), `test_accuracy` in
-  [0, 1]; `stack`, when present, holds the numbers the run panel shows.
+  [0, 1]; `stack`, when present, holds the numbers the run panel shows: the joint ε as `joint_epsilon` (+∞
+  allowed: no bound) with its `joint_accountant`, or, in a record of an engine before 0.4.0, `joint_epsilon_rdp`.
 """
 
 import dataclasses
@@ -26,9 +27,10 @@ from engine.training.spec import RANGES, SCHEDULES
 
 Check = Callable[[Any], bool]
 SPEC_STRINGS = ("dataset", "model", "algorithm", "optimizer", "clipping", "features", "aniso_granularity",
-                "data_sha256")  # fmt: skip
+                "data_sha256", "noise")  # fmt: skip
 REQUIRED_SPEC_STRINGS = ("dataset", "model", "algorithm")
-STACK_NUMBERS = ("members", "lead_seed", "joint_epsilon_rdp", "joint_delta")
+STACK_NUMBERS = ("members", "lead_seed", "joint_delta")
+JOINT_EPSILONS = ("joint_epsilon", "joint_epsilon_rdp")  # this engine's (+∞ allowed), or an engine < 0.4.0's
 
 
 class RunShapeError(ValueError):
@@ -99,17 +101,22 @@ def check_spec(spec: Mapping[str, Any]) -> None:
             raise RunShapeError(f"spec.{key}", f"must be an object; got {brief(value)}")
 
 
+PLAN_CALIBRATORS = ("rdp", "pld")  # the accountants a stored plan may say calibrated its σ
+
+
 def check_plan(plan: Mapping[str, Any]) -> None:
     for key, value in plan.items():
+        expected = "a number"
         if key == "algorithm":
-            ok = isinstance(value, str)
+            ok, expected = isinstance(value, str), "a string"
+        elif key == "calibrated_by":
+            ok, expected = value in PLAN_CALIBRATORS, f"one of {', '.join(PLAN_CALIBRATORS)}"
         elif key == "noise_phases":
             ok = isinstance(value, list) and all(isinstance(p, list) and all(_finite(x) for x in p) for p in value)
         else:
             ok = _finite(value)
         if not ok:
-            raise RunShapeError(f"plan.{key}", f"must be {'a string' if key == 'algorithm' else 'a number'}; "
-                                               f"got {brief(value)}")  # fmt: skip
+            raise RunShapeError(f"plan.{key}", f"must be {expected}; got {brief(value)}")
 
 
 def check_result(result: Mapping[str, Any]) -> None:
@@ -123,9 +130,19 @@ def check_result(result: Mapping[str, Any]) -> None:
     if not 0 <= result["test_accuracy"] <= 1:
         raise RunShapeError("result.test_accuracy", f"must be in [0, 1]; got {brief(result['test_accuracy'])}")
     if (stack := result.get("stack")) is not None:
-        for key in STACK_NUMBERS:
-            if not _finite(stack.get(key)):
-                raise RunShapeError(f"result.stack.{key}", f"must be a number; got {brief(stack.get(key))}")
+        check_stack(stack)
+
+
+def check_stack(stack: Mapping[str, Any]) -> None:
+    for key in STACK_NUMBERS:
+        if not _finite(stack.get(key)):
+            raise RunShapeError(f"result.stack.{key}", f"must be a number; got {brief(stack.get(key))}")
+    joint = next((key for key in JOINT_EPSILONS if key in stack), JOINT_EPSILONS[0])
+    value = stack.get(joint)
+    if not (_finite(value) if joint == "joint_epsilon_rdp" else _number(value) and value >= 0):
+        raise RunShapeError(f"result.stack.{joint}", f"must be a number; got {brief(value)}")
+    if not isinstance(accountant := stack.get("joint_accountant", ""), str):
+        raise RunShapeError("result.stack.joint_accountant", f"must be a string; got {brief(accountant)}")
 
 
 def check_shown_fields(*, status: RunStatus, spec: Mapping[str, Any], plan: Mapping[str, Any] | None,

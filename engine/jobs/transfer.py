@@ -3,10 +3,16 @@
 take an upload; paths too, for the command line.
 
 Only terminal runs (finished, failed, cancelled) are exported; queued and running runs are left out
-and listed as such. An import is all or nothing: the archive is validated completely before the
-store is touched, and its runs land in one transaction. It streams (`cache.archive_reader`), so its
-memory does not grow with the archive. A run id already in the store is skipped, never overwritten,
-so importing the same archive twice changes nothing the second time.
+and listed as such. An export carries the runs' released values only (`engine.jobs.disclosure`): the
+per-step diagnostics computed on private training data (lot loss and accuracy, lot size, clip fraction,
+gradient-norm quantiles, ...), which no ε covers, travel only when the user opts in
+(`include_private_diagnostics`), and the archive's manifest says which it is.
+
+An import is all or nothing: the archive is validated completely before the store is touched, and its
+runs land in one transaction. It streams (`cache.archive_reader`), so its memory does not grow with
+the archive. A run id already in the store is skipped, never overwritten, so importing the same archive
+twice changes nothing the second time. Archives of either kind import, and so do those written before
+the opt-in existed (their manifest says nothing of it: read as holding diagnostics if they hold metrics).
 
 Every imported run is checked against the shape the pages read (`engine.jobs.run_schema`), whatever
 engine made it. An archive's cache keys are not trusted, nor are its results: an imported run never
@@ -29,10 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from cache import RunStatus, Store
-from cache.archive import ArchivedRun, ArchiveError, write_archive
+from cache.archive import Archive, ArchivedRun, ArchiveError, write_archive
 from cache.archive_reader import ArchiveReader, Source
 from cache.maintenance import archive_runs, insert_runs
 from engine import ENGINE_VERSION
+from engine.jobs.disclosure import DIAGNOSTICS_NOTE, is_released_metric, public_result
 from engine.jobs.run_schema import RunShapeError, check_shown_fields
 from engine.training import SpecError, parse_spec
 from engine.training.spec import CSV_PREFIX
@@ -51,6 +58,7 @@ class Export:
     sweep_ids: tuple[str, ...]
     left_out: tuple[tuple[str, str], ...]  # (run id, why): queued and running runs
     include_metrics: bool
+    private_diagnostics: bool  # the user opted in to the diagnostics computed on private training data
 
     def save(self, path: Path | str) -> Path:
         """Write the archive to `path` (atomically: a partial file never takes its place)."""
@@ -66,6 +74,7 @@ class Export:
             "sweeps": list(self.sweep_ids),
             "bytes": len(self.data),
             "include_metrics": self.include_metrics,
+            "private_diagnostics": self.private_diagnostics,
             "left_out": [{"id": i, "reason": why} for i, why in self.left_out],
         }
 
@@ -80,6 +89,7 @@ class ArchiveSummary:
     engine_version: str
     created_at: float
     includes_metrics: bool
+    private_diagnostics: bool  # the manifest's word (an archive from before the opt-in: whether it has metrics)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +106,7 @@ class ImportReport:
     sweep_members_added: int
     archive_engine_version: str  # the exporter's
     archive_created_at: float
+    archive_private_diagnostics: bool = False  # the archive holds values computed on private training data
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,7 +117,11 @@ class ImportReport:
             "metric_rows": self.metric_rows,
             "sweeps_added": list(self.sweeps_added),
             "sweep_members_added": self.sweep_members_added,
-            "archive": {"engine_version": self.archive_engine_version, "created_at": self.archive_created_at},
+            "archive": {
+                "engine_version": self.archive_engine_version,
+                "created_at": self.archive_created_at,
+                "private_diagnostics": self.archive_private_diagnostics,
+            },
         }
 
 
@@ -117,9 +132,14 @@ def prepare_export(
     sweep_id: str | None = None,
     all_runs: bool = False,
     include_metrics: bool = True,
+    include_private_diagnostics: bool = False,
 ) -> Export:
     """The archive of `run_ids` and the runs of `sweep_id` (with the sweep), or of every run and
-    sweep with `all_runs`. An unknown id raises `StoreError`; so does a selection with no terminal run."""
+    sweep with `all_runs`. An unknown id raises `StoreError`; so does a selection with no terminal run.
+
+    `include_metrics`: the per-step metric rows (released values only). `include_private_diagnostics`: the
+    user's explicit choice to add what was computed on the private training data and is not released
+    (per-step diagnostics, and any such result field); the manifest records the choice."""
     ids = list(run_ids)
     if not all_runs and not ids and sweep_id is None:
         raise ArchiveError("nothing selected: give run ids, a sweep id, or all runs")
@@ -132,13 +152,26 @@ def prepare_export(
         raise ArchiveError(
             "no finished, failed or cancelled run to export" + (f" ({active}: still active)" * bool(active))
         )
+    if not include_private_diagnostics:
+        archive = released_only(archive)
+    archive = replace(archive, private_diagnostics=include_private_diagnostics,
+                      privacy_note=DIAGNOSTICS_NOTE[include_private_diagnostics])  # fmt: skip
     return Export(
         data=write_archive(archive),
         run_ids=tuple(r.id for r in archive.runs),
         sweep_ids=tuple(s.id for s in archive.sweeps),
         left_out=tuple(left_out),
         include_metrics=include_metrics,
+        private_diagnostics=include_private_diagnostics,
     )
+
+
+def released_only(archive: Archive) -> Archive:
+    """The archive less what was computed on private training data: only released metric rows, and results
+    without private-diagnostic fields."""
+    metrics = {run_id: [row for row in rows if is_released_metric(row[1])] for run_id, rows in archive.metrics.items()}
+    runs = tuple(replace(run, result=public_result(run.result)) for run in archive.runs)
+    return replace(archive, runs=runs, metrics=metrics)
 
 
 def export_runs(
@@ -148,9 +181,11 @@ def export_runs(
     sweep_id: str | None = None,
     all_runs: bool = False,
     include_metrics: bool = True,
+    include_private_diagnostics: bool = False,
 ) -> bytes:
     """The zip bytes of `prepare_export` (a download for the dashboard)."""
-    return prepare_export(store, run_ids, sweep_id=sweep_id, all_runs=all_runs, include_metrics=include_metrics).data
+    return prepare_export(store, run_ids, sweep_id=sweep_id, all_runs=all_runs, include_metrics=include_metrics,
+                          include_private_diagnostics=include_private_diagnostics).data  # fmt: skip
 
 
 def import_runs(store: Store, data: Source, *, serve_from_cache: bool = False) -> ImportReport:
@@ -183,6 +218,7 @@ def import_runs(store: Store, data: Source, *, serve_from_cache: bool = False) -
     with ArchiveReader(data) as reader:
         done = insert_runs(store, keyed_runs(reader), reader.metric_rows, reader.sweeps())
         version, created = reader.engine_version, reader.manifest["created_at"]
+        private = reader.manifest["private_diagnostics"]
     kept = set(done.imported)
     return ImportReport(
         imported=done.imported,
@@ -194,6 +230,7 @@ def import_runs(store: Store, data: Source, *, serve_from_cache: bool = False) -
         sweep_members_added=done.sweep_members_added,
         archive_engine_version=version,
         archive_created_at=created,
+        archive_private_diagnostics=private,
     )
 
 
@@ -240,4 +277,5 @@ def summarize_archive(data: Source) -> ArchiveSummary:
         ids = tuple(sorted(reader.run_ids))
     return ArchiveSummary(run_ids=ids, statuses=tuple(statuses), sweeps=sweeps,
                           engine_version=manifest["engine_version"], created_at=manifest["created_at"],
-                          includes_metrics=manifest["includes_metrics"])  # fmt: skip
+                          includes_metrics=manifest["includes_metrics"],
+                          private_diagnostics=manifest["private_diagnostics"])  # fmt: skip

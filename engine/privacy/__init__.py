@@ -4,7 +4,8 @@ enforces it).
 
 - `events`: one DP event per mechanism occurrence (DP-SGD step, noisy GD, DP-PCA, Laplace, ...).
 - `ledger`: a run's releases in order (up-front releases, then phases of identical steps).
-- `accountants`: RDP, PLD, naive and advanced composition, zCDP: ε(δ) after each step.
+- `accountants`: RDP, PLD, naive and advanced composition, zCDP, and the exact optimal composition of pure
+  ε-DP releases: ε(δ) after each step.
 - `calibration`: σ for a target ε and the largest step count within a budget, by any accountant.
 - `statement`: the plain-language privacy statement of a run.
 """

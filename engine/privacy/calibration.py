@@ -1,9 +1,10 @@
 """Calibration and planning, by any accountant: the smallest σ that meets a target (ε, δ), and the
 largest number of steps that fits a budget.
 
-For RDP and PLD this is `dp_accounting.calibrate_dp_mechanism` (Brent's method, returning a value
-on the private side of the target); for the textbook compositions the same search over their pure
-functions. Errors, never garbage: a target unreachable within [SIGMA_MIN, SIGMA_MAX], or a budget
+For RDP a two-stage Brent search over dp_accounting's RDP; for PLD Brent's method over the adaptive
+PLD (`accountants.pld.adaptive_epsilon`), the same function that reports ε; for the textbook
+compositions a bisection over their pure functions. Every search returns a σ on the private side of
+the target. Errors, never garbage: a target unreachable within [SIGMA_MIN, SIGMA_MAX], or a budget
 smaller than one step costs, raises `UnreachableTargetError`.
 """
 
@@ -12,8 +13,6 @@ from collections.abc import Callable
 from functools import cache
 
 import numpy as np
-from dp_accounting import calibrate_dp_mechanism
-from dp_accounting.mechanism_calibration import ExplicitBracketInterval
 from scipy.optimize import brentq
 
 from engine.privacy.accountants import accountant, pld, rdp
@@ -85,11 +84,9 @@ def calibrate_sigma(
     if accountant_name == "rdp":
         sigma = _calibrate_rdp(make_ledger, eps, target_epsilon, delta, tolerance)
     elif accountant_name == "pld":
-        sigma = calibrate_dp_mechanism(
-            lambda: pld.PldAccountant(value_discretization_interval=pld.GRID_DISCRETIZATION),
-            lambda s: make_ledger(s).dp_event(), target_epsilon, delta,
-            ExplicitBracketInterval(low, high), tol=tolerance * low,
-        )  # fmt: skip
+        # Brent's method on the adaptive PLD itself (the function every page reports), not on one fixed
+        # interval: the σ returned spends the target by the very ε that is shown for it.
+        sigma = _brent_feasible(eps, target_epsilon, low, high, tolerance)
     else:
         sigma = _bisect_feasible(eps, target_epsilon, low, high, tolerance)
     if eps(sigma) > target_epsilon:  # the libraries guarantee this; never trust silently

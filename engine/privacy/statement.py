@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from dp_accounting import NeighboringRelation
+from dp_accounting import NeighboringRelation, dp_event
 
 from engine.privacy.accountants import ACCOUNTANTS, Panel
 from engine.privacy.accountants.curve import epsilon_text
@@ -12,6 +12,15 @@ from engine.privacy.ledger import PrivacyLedger
 ADJACENCY = {
     NeighboringRelation.ADD_OR_REMOVE_ONE: "adding or removing one training example",
     NeighboringRelation.REPLACE_ONE: "replacing one training example by another",
+}
+NOISE = {  # how the run drew its private randomness (`engine.training.noise`), by the spec's noise mode
+    "reproducible": "Noise: reproducible lab mode. Every lot and noise draw came from streams derived from the "
+    "whole run spec, so anyone holding the run record can regenerate this run's noise and tell neighbouring "
+    "datasets apart: do not publish this model as differentially private (DP-SGD, noisy GD and anisotropic "
+    "DP-SGD have a release mode for that).",
+    "release": "Noise: release mode. Every lot and noise draw came from generators seeded by the operating "
+    "system's cryptographic randomness, fresh for each draw, each Gaussian coordinate from a sampler hardened "
+    "against floating-point attacks (the sum of four draws, halved); nothing stored or exported regenerates it.",
 }
 SAMPLING = {
     Sampling.POISSON: "Poisson sampling: at every step each example joined the lot independently with probability "
@@ -40,7 +49,9 @@ def privacy_statement(
     dataset_size: int,
     lot_size: int | None = None,
     sampling: Sampling = Sampling.POISSON,
+    noise: str | None = None,
 ) -> PrivacyStatement:
+    """`noise`: the run's noise mode (a key of `NOISE`); None (a plan, no run) says nothing of it."""
     name, epsilon = panel.tightest()
     delta = panel.delta
     others = ", ".join(
@@ -73,6 +84,16 @@ def privacy_statement(
         )
     for reason_name, reason in panel.not_applicable.items():
         lines.append(f"{ACCOUNTANTS[reason_name].title}: not applicable ({reason}).")
-    lines.append("Not covered: choosing among several runs on the same data (each run spends its own budget).")
+    if noise is not None:
+        lines.append(NOISE[noise])
+    if noise == "release" and any(isinstance(r.event, dp_event.LaplaceDpEvent) for r in ledger.releases):
+        lines.append(
+            "Caveat: the Laplace release (the noisy count) is drawn from OS randomness but not by a sampler "
+            "hardened against floating-point attacks (Mironov 2012's snapping mechanism is not implemented)."
+        )
+    lines.append(
+        "Not covered: choosing among several runs on the same data. Every run draws its own noise, so "
+        "releasing several runs costs their composition (their ledgers composed), more than any one run's ε."
+    )
     lines.extend(ledger.notes)
     return PrivacyStatement(epsilon=epsilon, delta=delta, accountant=name, lines=tuple(lines))

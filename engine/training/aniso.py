@@ -68,14 +68,8 @@ from engine.training.clipping import (
     count_correct,
     row_sq_norms,
 )
-from engine.training.dpsgd import (
-    StepStats,
-    add_gaussian_noise,
-    clip_and_accumulate,
-    sample_poisson_lot,
-    scale,
-    stats_of,
-)
+from engine.training.dpsgd import StepStats, clip_and_accumulate, scale, stats_of
+from engine.training.noise import RandomSource, add_gaussian_noise, sample_poisson_lot
 from engine.training.plan import TrainingPlan
 
 Granularity = Literal["layer", "coordinate"]
@@ -319,9 +313,7 @@ class WeightedClipper:
 # ------------------------------------------------------------------------------ noise and the step
 
 
-def add_weighted_noise(
-    grads: list[Tensor], weights: list[Tensor], std: float, generator: torch.Generator
-) -> list[Tensor]:
+def add_weighted_noise(grads: list[Tensor], weights: list[Tensor], std: float, generator: RandomSource) -> list[Tensor]:
     """Add N(0, std²·w²) to every coordinate, in place: σC·wⱼ·zⱼ. Draws as `add_gaussian_noise` does, one
     tensor at a time in the same order, so with w = 1 the draws (and sums) are DP-SGD's exactly."""
     for g, w in zip(grads, weights, strict=True):
@@ -367,8 +359,8 @@ def aniso_dpsgd_step(
     y: Tensor,
     plan: TrainingPlan,
     physical_batch_size: int | None,
-    sampling_generator: torch.Generator,
-    noise_generator: torch.Generator,
+    sampling_generator: RandomSource,
+    noise_generator: RandomSource,
 ) -> StepStats:
     """Step `step` (1-based) of the plan: DP-SGD's chain with weighted clipping and noise σC·W z. The
     returned grad-norm quantiles are of the weighted norms ‖W⁻¹gᵢ‖₂ (what is clipped to C)."""

@@ -6,81 +6,25 @@
 A lot is what the privacy analysis sees; physical batches are how it fits in memory (seed 001's
 lot vs batch, Opacus' BatchMemoryManager): the clipped sums of the batches of one lot are added
 before the single noise draw, so the release is the same whatever the physical batch size.
-The numbers come from a `TrainingPlan`, whose ledger accounts for exactly them.
+The numbers come from a `TrainingPlan`, whose ledger accounts for exactly them; the lots and the noise
+from the run's random streams (`noise`: reproducible lab streams or release-mode OS randomness).
 """
 
 import functools
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 from engine.training.clipping import BookKeepingClipper, ClippedSum, MaterializedClipper, per_layer_thresholds
+from engine.training.noise import RandomSource, add_gaussian_noise, sample_poisson_lot
 from engine.training.plan import TrainingPlan
 
 Clipper = BookKeepingClipper | MaterializedClipper
 
 
 # ------------------------------------------------------------------------------------ stages
-
-
-def sample_poisson_lot(n: int, rate: float, generator: torch.Generator, device: torch.device) -> Tensor:
-    """Indices of a lot in which each of n examples is included independently with probability `rate`."""
-    return torch.nonzero(torch.rand(n, generator=generator, device=device) < rate).squeeze(1)
-
-
-PARALLEL_NOISE_MIN = 1 << 16  # coordinates per chunk; a smaller tensor is one draw
-MAX_NOISE_CHUNKS = 64
-
-
-def add_gaussian_noise(grads: list[Tensor], std: float, generator: torch.Generator) -> list[Tensor]:
-    """Add N(0, std²) to every coordinate, in place (one noise buffer per tensor, no other temporaries)."""
-    for g in grads:
-        noise = torch.empty_like(g)
-        fill_gaussian_noise(noise, std, generator, chunks=_noise_chunks(g))
-        g.add_(noise)
-    return grads
-
-
-def fill_gaussian_noise(buffer: Tensor, std: float, generator: torch.Generator, *, chunks: int | None = None) -> Tensor:
-    """Overwrite a contiguous `buffer` with N(0, std²) draws: the very draws `add_gaussian_noise` adds to a
-    tensor of its shape from the same generator state (the vectorized sweeps fill one member's slice).
-
-    torch's CPU sampler runs on one thread (~7 ms for 800k coordinates here), so a large CPU tensor is drawn
-    in chunks of at least `PARALLEL_NOISE_MIN` coordinates, each from its own generator seeded by
-    `generator`: still i.i.d. Gaussian. The chunks depend on the tensor's size only, never on the number
-    of threads, so the draws are the same function of the seed on every machine; the chunks are drawn on
-    up to `torch.get_num_threads()` threads at once."""
-    chunks = _noise_chunks(buffer) if chunks is None else chunks
-    if chunks == 1:
-        return buffer.normal_(0.0, std, generator=generator)
-    seeds = torch.randint(0, 2**62, (chunks,), generator=generator, device=generator.device).tolist()
-    parts = buffer.view(-1).chunk(chunks)
-
-    def draw(k: int) -> None:
-        parts[k].normal_(0.0, std, generator=torch.Generator().manual_seed(seeds[k]))
-
-    workers = min(chunks, torch.get_num_threads())
-    if workers == 1:
-        for k in range(chunks):
-            draw(k)
-    else:
-        list(_noise_pool(workers).map(draw, range(chunks)))
-    return buffer
-
-
-def _noise_chunks(g: Tensor) -> int:
-    """How many chunks `fill_gaussian_noise` draws a tensor in: a function of its size (and device) alone."""
-    if g.device.type != "cpu" or g.numel() < 2 * PARALLEL_NOISE_MIN or not g.is_contiguous():
-        return 1
-    return min(MAX_NOISE_CHUNKS, g.numel() // PARALLEL_NOISE_MIN)
-
-
-@functools.cache
-def _noise_pool(workers: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dp-noise")
 
 
 def scale(grads: list[Tensor], factor: float) -> list[Tensor]:
@@ -194,10 +138,10 @@ def dpsgd_step(
     y: Tensor,
     plan: TrainingPlan,
     physical_batch_size: int | None,
-    sampling_generator: torch.Generator,
-    noise_generator: torch.Generator,
+    sampling_generator: RandomSource,
+    noise_generator: RandomSource,
 ) -> StepStats:
-    """Step `step` (1-based) of the plan."""
+    """Step `step` (1-based) of the plan; the lot and the noise come from the run's streams (`noise`)."""
     clip_norm = plan.clip_norm_at(step)
     optimizer.zero_grad(set_to_none=True)  # the last update's gradient need not outlive it
     lot = sample_poisson_lot(len(x), plan.sampling_rate, sampling_generator, x.device)

@@ -20,7 +20,8 @@ import torch
 from torch import Tensor, nn
 
 from engine.training.clipping import clip_factors
-from engine.training.dpsgd import StepStats, add_gaussian_noise, clip_and_accumulate, stats_of
+from engine.training.dpsgd import StepStats, clip_and_accumulate, stats_of
+from engine.training.noise import RandomSource, add_gaussian_noise, uniform
 from engine.training.plan import TrainingPlan
 
 
@@ -49,9 +50,9 @@ def clip_rows(x: Tensor, bound: float) -> Tensor:
     return x * clip_factors(torch.linalg.vector_norm(x, dim=1), bound)[:, None]
 
 
-def noisy_count(n: int, *, epsilon: float, generator: torch.Generator) -> float:
+def noisy_count(n: int, *, epsilon: float, generator: RandomSource) -> float:
     """N + Laplace(1/ε) (sensitivity 1), floored at 1 so the denominator stays positive (post-processing)."""
-    u = float(torch.rand((), generator=generator, dtype=torch.float64)) - 0.5  # in [-1/2, 1/2)
+    u = uniform(generator) - 0.5  # in [-1/2, 1/2)
     u = max(u, -0.5 + 2.0**-53)  # keep the inverse CDF finite
     noise = -(1.0 / epsilon) * math.copysign(1.0, u) * math.log1p(-2.0 * abs(u))  # Laplace(0, 1/ε)
     return max(1.0, n + noise)
@@ -74,7 +75,7 @@ def noisy_gd_step(
     plan: TrainingPlan,
     denominator: float,
     physical_batch_size: int | None,
-    noise_generator: torch.Generator,
+    noise_generator: RandomSource,
 ) -> StepStats:
     bound = plan.clip_norm_at(step)
     optimizer.zero_grad(set_to_none=True)

@@ -13,20 +13,23 @@ and the projection of any input are post-processing.
 import torch
 from torch import Tensor
 
+from engine.training.noise import RandomSource, fill_gaussian_noise
+
 
 def normalize_rows(x: Tensor) -> Tensor:
     """Every row scaled to unit L2 norm (an all-zero row stays zero)."""
     return x / torch.linalg.vector_norm(x, dim=1, keepdim=True).clamp(min=1e-12)
 
 
-def symmetric_gaussian(d: int, std: float, generator: torch.Generator) -> Tensor:
-    """A symmetric d×d matrix whose upper triangle (with the diagonal) is i.i.d. N(0, std²)."""
-    noise = torch.randn(d, d, generator=generator, dtype=torch.float64) * std
+def symmetric_gaussian(d: int, std: float, generator: RandomSource) -> Tensor:
+    """A symmetric d×d matrix whose upper triangle (with the diagonal) is i.i.d. N(0, std²), drawn by the run's
+    stream (`noise`: hardened in release mode)."""
+    noise = fill_gaussian_noise(torch.empty(d, d, dtype=torch.float64), std, generator)
     upper = torch.triu(noise)
     return upper + torch.triu(noise, diagonal=1).T
 
 
-def pca_projection(x_unit: Tensor, dims: int, *, noise_multiplier: float | None, generator: torch.Generator) -> Tensor:
+def pca_projection(x_unit: Tensor, dims: int, *, noise_multiplier: float | None, generator: RandomSource) -> Tensor:
     """The d×k matrix of the top-k eigenvectors of Σᵢ xᵢxᵢᵀ (+ symmetric noise of std σ_p if private)."""
     x64 = x_unit.to(torch.float64).cpu()
     covariance = x64.T @ x64

@@ -41,6 +41,7 @@ class TrainingPlan:
     lot_size: int  # expected lot size L (N for full batch): a public constant, the denominator of an update
     delta: float | None = None
     noise_multiplier: float | None = None  # base σ: noise std is σ·C
+    calibrated_by: str | None = None  # the accountant σ was calibrated by for a target ε; None: σ was given
     clip_norm: float | None = None  # base C
     noise_phases: tuple[tuple[float, int], ...] = ()  # (σ multiplier, number of steps), in order
     clipping: str | None = None  # flat | per_layer (dpsgd), gradient | input (noisy_gd)
@@ -145,6 +146,7 @@ class TrainingPlan:
             "expected_lot_size": self.lot_size, "sampling_rate": self.sampling_rate, "delta": self.delta,
             "noise_multiplier": self.noise_multiplier, "clip_norm": self.clip_norm, "noise_std": self.noise_std,
             "count_epsilon": self.count_epsilon, "pca_dims": self.pca_dims, "pca_noise": self.pca_noise,
+            "calibrated_by": self.calibrated_by,
         }  # fmt: skip
         if len(self.noise_phases) > 1:
             out["noise_phases"] = [list(p) for p in self.noise_phases]
@@ -157,9 +159,10 @@ def steps_for(*, epochs: float, n_train: int, lot_size: int) -> int:
 
 
 def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) -> TrainingPlan:
-    """The plan of a spec; with a target ε, σ is the smallest meeting it by the RDP accountant for the
-    whole ledger (up-front releases included). `sigma_hint`, a σ planned earlier for this spec, saves the
-    search when the accountant confirms it (see `calibrate_sigma`)."""
+    """The plan of a spec; with a target ε, σ is the smallest meeting it by the spec's calibration accountant
+    (RDP by default, or PLD, which spends the target) for the whole ledger (up-front releases included).
+    `sigma_hint`, a σ planned earlier for this spec, saves the search when the accountant confirms it
+    (see `calibrate_sigma`)."""
     algorithm = Algorithm(spec.algorithm)
     if algorithm.learner:
         return learner_plan(spec, n_train=n_train)
@@ -185,10 +188,10 @@ def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) ->
     )
     if spec.noise_multiplier is not None:
         return base
-    sigma = calibrate_sigma(
-        lambda s: _with_sigma(base, s).ledger(), target_epsilon=spec.target_epsilon, delta=spec.delta, hint=sigma_hint
-    )
-    return _with_sigma(base, sigma)
+    by = spec.calibration_accountant or "rdp"
+    sigma = calibrate_sigma(lambda s: _with_sigma(base, s).ledger(), target_epsilon=spec.target_epsilon,
+                            delta=spec.delta, hint=sigma_hint, accountant_name=by)  # fmt: skip
+    return replace(_with_sigma(base, sigma), calibrated_by=by)
 
 
 def learner_plan(spec: RunSpec, *, n_train: int) -> TrainingPlan:

@@ -10,7 +10,8 @@ Which keys apply (`KEYS_BY_ALGORITHM`):
 - every algorithm: dataset, model, algorithm, epochs, lr, seed, optimizer, momentum, lr_schedule,
   physical_batch_size, pca_dims, hidden (mlp), schema (csv:PATH datasets);
 - private algorithms (dpsgd, noisy_gd): delta, clip_norm, one of target_epsilon / noise_multiplier,
-  clipping, noise_schedule, clip_schedule, pca_noise (with pca_dims);
+  clipping, noise_schedule, clip_schedule, pca_noise (with pca_dims), noise ("reproducible" lab mode or
+  "release": `engine.training.noise`; the textbook learners take the lab mode only);
 - dpsgd and nonprivate: lot_size; noisy_gd: count_epsilon;
 - aniso_dpsgd (seed 002): DP-SGD's keys without clipping, plus aniso_granularity, aniso_smoothing,
   aniso_max_ratio;
@@ -132,7 +133,11 @@ SCHEDULES = ("lr_schedule", "noise_schedule", "clip_schedule")
 COMMON_KEYS = ("dataset", "model", "algorithm", "epochs", "lr", "seed", "optimizer", "momentum", "lr_schedule",
                "physical_batch_size", "pca_dims", "hidden", "features", "schema", "data_sha256")  # fmt: skip
 PRIVATE_KEYS = ("delta", "clip_norm", "target_epsilon", "noise_multiplier", "clipping", "noise_schedule",
-                "clip_schedule", "pca_noise")  # fmt: skip
+                "clip_schedule", "pca_noise", "calibration_accountant", "noise")  # fmt: skip
+# How the Gaussian-noise algorithms draw their private randomness (`engine.training.noise`)
+NOISE_MODES = ("reproducible", "release")
+# The accountants σ can be calibrated by for a target ε: RDP (fast, the default) or PLD (tighter: spends the target)
+CALIBRATION_ACCOUNTANTS = ("rdp", "pld")
 ANISO_KEYS = ("aniso_granularity", "aniso_smoothing", "aniso_max_ratio")
 LEARNER_KEYS = ("dataset", "model", "algorithm", "seed", "delta", "target_epsilon", "schema", "data_sha256")
 KEYS_BY_ALGORITHM = {
@@ -172,6 +177,8 @@ class RunSpec:
     clip_norm: float | None = None
     target_epsilon: float | None = None
     noise_multiplier: float | None = None
+    calibration_accountant: str | None = None  # with target_epsilon: the accountant σ is calibrated by
+    noise: str | None = None  # private Gaussian-noise algorithms: "reproducible" (lab) or "release" (OS randomness)
     clipping: str | None = None
     hidden: tuple[int, ...] = ()
     optimizer: str = OptimizerName.SGD.value
@@ -232,6 +239,7 @@ def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
     if unknown:
         raise SpecError(unknown[0], f"unknown key; allowed keys: {', '.join(ALL_KEYS)}")
     algorithm = Algorithm(_choice("algorithm", raw.get("algorithm"), ALGORITHMS))
+    raw = _lab_noise_only(raw, algorithm)
     not_here = sorted(set(raw) - set(KEYS_BY_ALGORITHM[algorithm]))
     if not_here:
         raise SpecError(not_here[0], f"does not apply to algorithm {algorithm.value!r}")
@@ -251,6 +259,18 @@ def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
     values |= _training_options(raw, algorithm, values, info, model)
     return RunSpec(dataset=info.name if not csv_fields else raw["dataset"], model=model, algorithm=algorithm.value,
                    **csv_fields, **values)  # fmt: skip
+
+
+def _lab_noise_only(raw: Mapping[str, Any], algorithm: Algorithm) -> Mapping[str, Any]:
+    """`noise` where no Gaussian noise is drawn (learners, the baseline): the lab mode, which is what they do,
+    is dropped; release mode is refused, naming the algorithms that have it."""
+    if "noise" not in raw or "noise" in KEYS_BY_ALGORITHM[algorithm]:
+        return raw
+    if _choice("noise", raw["noise"], NOISE_MODES) != NOISE_MODES[0]:
+        having = ", ".join(a.value for a, keys in KEYS_BY_ALGORITHM.items() if "noise" in keys)
+        raise SpecError("noise", f"release mode applies to {having} (their Gaussian noise from OS randomness, "
+                                 f"hardened); {algorithm.value} runs in the reproducible lab mode only")  # fmt: skip
+    return {k: v for k, v in raw.items() if k != "noise"}
 
 
 def _learner_spec(
@@ -345,6 +365,12 @@ def _privacy_options(
             f"must be < 1/N = {1.0 / info.n_train:.3g} for {info.name} (N={info.n_train}); "
             f"δ ≥ 1/N allows releasing a whole record, got {values['delta']:g}",
         )
+    out["noise"] = _choice("noise", raw.get("noise", NOISE_MODES[0]), NOISE_MODES)
+    if "target_epsilon" in values:
+        out["calibration_accountant"] = _choice("calibration_accountant", raw.get("calibration_accountant", "rdp"),
+                                                CALIBRATION_ACCOUNTANTS)  # fmt: skip
+    elif "calibration_accountant" in raw:
+        raise SpecError("calibration_accountant", "only applies with target_epsilon (σ is calibrated to meet it)")
     if algorithm is Algorithm.ANISO_DPSGD:
         out["aniso_granularity"] = _choice("aniso_granularity", raw.get("aniso_granularity", "layer"),
                                            ANISO_GRANULARITIES)  # fmt: skip

@@ -24,6 +24,7 @@ from engine.training.datasets import Dataset, load_dataset
 from engine.training.dpsgd import StepStats, dpsgd_step
 from engine.training.learners.training import train_learner
 from engine.training.models import build_model
+from engine.training.noise import RandomSource, noise_mode, random_streams
 from engine.training.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step, with_constant_feature
 from engine.training.nonprivate import ShuffledBatches, nonprivate_step
 from engine.training.optimizers import OptimizerName, make_optimizer, set_learning_rate
@@ -100,16 +101,6 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 81
     return correct / len(x), loss / len(x)
 
 
-def random_streams(seed: int, device: torch.device) -> dict[str, torch.Generator]:
-    """Independent generators per purpose, all derived from the spec's seed."""
-    streams = {"sampling": seed * 2 + 1, "noise": seed * 2 + 2}
-    for k, name in enumerate(("pca", "count", "shuffle"), start=1):
-        streams[name] = int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
-    on_host = {"pca", "count"}  # DP-PCA and the noisy count draw on the CPU (small, once per run)
-    return {name: torch.Generator(device="cpu" if name in on_host else device).manual_seed(value)
-            for name, value in streams.items()}  # fmt: skip
-
-
 def load_spec_dataset(spec: RunSpec, data_dirs: Sequence[Path]) -> Dataset:
     return load_dataset(spec.dataset, data_dirs, schema=spec.schema)  # a CSV schema is validated there
 
@@ -125,7 +116,7 @@ def input_arrays(spec: RunSpec, data: Dataset, *, cache_dir: Path | None, device
 
 
 def features(
-    spec: RunSpec, plan: TrainingPlan, x_train: torch.Tensor, x_test: torch.Tensor, generator: torch.Generator
+    spec: RunSpec, plan: TrainingPlan, x_train: torch.Tensor, x_test: torch.Tensor, generator: RandomSource
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The inputs the model sees: as loaded, or (with pca_dims) projected by
     (DP-)PCA fitted on the training inputs (private: charged up front by the plan's ledger); noisy GD
@@ -171,13 +162,13 @@ def train(
         return result_of(plan, spec, accuracy=outcome.test_accuracy, loss=outcome.test_loss, steps_done=outcome.steps,
                          seconds=time.perf_counter() - started, device=device)  # fmt: skip
 
-    streams = random_streams(spec.seed, device)
+    streams = random_streams(spec, device)  # the private randomness: from the whole spec, or the OS's
     x_train, x_test = input_arrays(spec, data, cache_dir=Path(data_dirs[-1]) if data_dirs else None, device=device)
     x_train, y_train = torch.as_tensor(x_train, device=device), torch.as_tensor(data.y_train, device=device)
     x_test, y_test = torch.as_tensor(x_test, device=device), torch.as_tensor(data.y_test, device=device)
     x_train, x_test = features(spec, plan, x_train, x_test, streams["pca"])
 
-    torch.manual_seed(spec.seed)
+    torch.manual_seed(spec.seed)  # the initialization is public: from the seed alone
     model = build_run_model(spec, n_features=x_train.shape[1], n_classes=data.n_classes,
                             image_shape=data.image_shape).to(device)  # fmt: skip
     params = [p for p in model.parameters() if p.requires_grad]
@@ -231,7 +222,7 @@ def make_step(
     """The algorithm's step as a function of the (1-based) step number."""
     algorithm = Algorithm(spec.algorithm)
     if algorithm is Algorithm.NONPRIVATE:
-        batches = ShuffledBatches(len(x), plan.lot_size, streams["shuffle"], x.device)
+        batches = ShuffledBatches(len(x), plan.lot_size, streams["shuffle"].generator(), x.device)
         return lambda step: nonprivate_step(model=model, optimizer=optimizer, x=x, y=y, batches=batches,
                                             physical_batch_size=spec.physical_batch_size)  # fmt: skip
     clipper = make_clipper(model)
@@ -274,7 +265,7 @@ def result_of(plan: TrainingPlan, spec: RunSpec, *, accuracy, loss, steps_done, 
     accounts = panel_of(ledger, plan.delta) if panel_of is not None else panel(ledger, delta=plan.delta)
     lots = not plan.full_batch and plan.learner_step is None  # the learners draw no lots
     statement = privacy_statement(ledger=ledger, panel=accounts, dataset_size=plan.n_train,
-                                  lot_size=plan.lot_size if lots else None)  # fmt: skip
+                                  lot_size=plan.lot_size if lots else None, noise=noise_mode(spec))  # fmt: skip
     return TrainResult(
         **common,
         epsilon=statement.epsilon,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.privacy.accountants import composition, pld, rdp, zcdp
+from engine.privacy.accountants import composition, optimal_pure, pld, rdp, zcdp
 from engine.privacy.accountants.curve import EpsilonCurve
 from engine.privacy.errors import NotApplicableError, PrivacyError
 from engine.privacy.ledger import PrivacyLedger
@@ -35,6 +35,8 @@ ACCOUNTANTS: dict[str, Accountant] = {
                    curve=composition.advanced_curve, citation="Dwork & Roth 2014, Thm 3.20"),
         Accountant(name="zcdp", short="zCDP", title=zcdp.TITLE, curve=zcdp.curve,
                    citation="Bun & Steinke 2016, Props 1.3, 1.4, 1.6"),
+        Accountant(name=optimal_pure.NAME, short="optimal", title=optimal_pure.TITLE, curve=optimal_pure.curve,
+                   citation="Kairouz, Oh & Viswanath 2015, Thm 3.3; Murtagh & Vadhan 2016"),
     )
 }  # fmt: skip
 

@@ -70,6 +70,19 @@ def epsilons_from_rdp(rdp: np.ndarray, orders: tuple[float, ...], delta: float) 
     return np.maximum(0.0, eps[rows, best]), a[0, best]
 
 
+def compose_counts(counts: np.ndarray, per_release: np.ndarray) -> np.ndarray:
+    """(steps × orders) RDP of compositions: `counts` (steps × releases) occurrences of releases whose
+    one-occurrence RDP is `per_release` (releases × orders). An uncharged release (count 0) adds exactly 0,
+    even where its RDP is ∞; a charged release that is ∞ (or NaN, a failed computation) at an order makes
+    that order ∞ for the whole composition. (A plain matrix product gives 0 × ∞ = NaN, which poisons the
+    whole sum at that order.)"""
+    counts = np.asarray(counts, dtype=np.float64)
+    unbounded = ~np.isfinite(per_release)  # RDP is never -∞; NaN is read as "no bound" at that order
+    cumulative = counts @ np.where(unbounded, 0.0, per_release)
+    charged_unbounded = (counts > 0).astype(np.float64) @ unbounded.astype(np.float64) > 0
+    return np.where(charged_unbounded, np.inf, cumulative)
+
+
 def curve(
     ledger: PrivacyLedger,
     *,
@@ -83,8 +96,7 @@ def curve(
     if per_release is None or len(steps) == 0:
         zeros = np.zeros(len(steps))
         return EpsilonCurve(accountant=NAME, delta=delta, steps=steps, epsilons=zeros, best_orders=zeros)
-    with np.errstate(invalid="ignore"):  # 0 × inf (an unused infinite release) counts as 0
-        cumulative = np.nan_to_num(ledger.counts_at(steps).astype(np.float64) @ per_release, nan=0.0)
+    cumulative = compose_counts(ledger.counts_at(steps), per_release)
     eps, best = epsilons_from_rdp(cumulative, orders, delta)
     return EpsilonCurve(accountant=NAME, delta=delta, steps=steps, epsilons=eps, best_orders=best,
                         order_edges=(orders[0], orders[-1]))  # fmt: skip

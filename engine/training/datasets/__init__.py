@@ -34,6 +34,12 @@ from engine.training.datasets.cifar import (
     parse_cifar_archive,
     safe_unpickle,
 )
+from engine.training.datasets.csv_suggestion import (
+    RARE_LEVEL_ROWS,
+    CsvSuggestion,
+    csv_schema_suggestion,
+    infer_csv_schema,
+)
 from engine.training.datasets.digits import DIGITS_IMAGE_SHAPE, DIGITS_SPLIT_SEED, DIGITS_TEST_FRACTION, load_digits
 from engine.training.datasets.files import DatasetError, RemoteFile, file_sha256, find_file, verify_checksum
 from engine.training.datasets.idx import (
@@ -54,7 +60,6 @@ from engine.training.datasets.tabular_csv import (
     CsvSchema,
     CsvSchemaError,
     csv_dataset_info,
-    infer_csv_schema,
     load_csv,
     parse_csv_schema,
 )
@@ -201,8 +206,10 @@ __all__ = [
     "IDX_SHA256",
     "IDX_SOURCES",
     "MAX_CSV_BYTES",
+    "RARE_LEVEL_ROWS",
     "CsvSchema",
     "CsvSchemaError",
+    "CsvSuggestion",
     "Dataset",
     "DatasetError",
     "DatasetInfo",
@@ -210,6 +217,7 @@ __all__ = [
     "RemoteFile",
     "SafeUnpickler",
     "csv_dataset_info",
+    "csv_schema_suggestion",
     "dataset_info",
     "describe_datasets",
     "file_sha256",

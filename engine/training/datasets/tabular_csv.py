@@ -15,7 +15,8 @@ and scaled to [0, 1]; categorical values are one-hot encoded against the declare
 not in it, or an empty cell, encodes as all zeros). Features are the numeric columns in declared
 order, then the one-hot blocks in declared order. Columns the schema does not mention are ignored.
 The number of rows is treated as public, as for every dataset size, and the train/test split is a
-fixed-seed permutation of the row indices.
+fixed-seed permutation of the row indices. A schema suggested from the file, for the uploader to
+review, is `engine.training.datasets.csv_suggestion`'s.
 """
 
 import csv
@@ -189,7 +190,7 @@ def _decoded_lines(path: Path, handle: BinaryIO) -> Iterator[str]:
 
 
 @contextmanager
-def _csv_rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, list[str]]]]]:
+def csv_rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, list[str]]]]]:
     """(header, rows): rows yields (line number, stripped cells) and checks every row's field count."""
     try:
         size = path.stat().st_size
@@ -233,7 +234,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, list[
         yield header, checked()
 
 
-def _column_index(path: Path, header: list[str], name: str) -> int:
+def column_index(path: Path, header: list[str], name: str) -> int:
     try:
         return header.index(name)
     except ValueError:
@@ -264,7 +265,7 @@ class CsvPreview:
 def preview_csv(path: str | Path, max_rows: int = 20) -> CsvPreview:
     """Read the whole file with training's checks (size, UTF-8, header, field counts), before any schema
     exists; a `DatasetError` names the line."""
-    with _csv_rows(_as_path(path)) as (header, rows):
+    with csv_rows(_as_path(path)) as (header, rows):
         first, n_rows = [], 0
         for _, cells in rows:
             if n_rows < max_rows:
@@ -310,11 +311,11 @@ EncodedRow = tuple[int, list[float], list[int]]  # label, numeric values, catego
 def _encoded_rows(path: Path, schema: CsvSchema) -> Iterator[EncodedRow]:
     """Every data row encoded with the declared schema only; a bad cell raises an error naming line and column."""
     class_index = {name: i for i, name in enumerate(schema.classes)}
-    with _csv_rows(path) as (header, rows):
-        target = _column_index(path, header, schema.target)
-        numeric = [(_column_index(path, header, name), name) for name, _, _ in schema.numeric]
+    with csv_rows(path) as (header, rows):
+        target = column_index(path, header, schema.target)
+        numeric = [(column_index(path, header, name), name) for name, _, _ in schema.numeric]
         categorical = [
-            (_column_index(path, header, name), {c: i for i, c in enumerate(categories)})
+            (column_index(path, header, name), {c: i for i, c in enumerate(categories)})
             for name, categories in schema.categorical
         ]
         for line, cells in rows:
@@ -368,70 +369,3 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Dataset:
     assert len(train) == n_train
     return Dataset(name=CSV_PREFIX + str(path), x_train=x[train], y_train=y[train], x_test=x[test], y_test=y[test],
                    n_classes=len(schema.classes))  # fmt: skip
-
-
-# ---------------------------------------------------------------- a suggested schema for the preview
-
-
-def _sorted_values(values: set[str]) -> list[str]:
-    try:
-        return sorted(values, key=float)
-    except ValueError:
-        return sorted(values)
-
-
-def infer_csv_schema(path: str | Path, target: str, max_categories: int = 20) -> dict[str, Any]:
-    """A SUGGESTED schema for the preview UI, in the form `parse_csv_schema` reads, with numeric bounds null.
-
-    A column whose every cell is a number is suggested as numeric, with bounds [null, null]: the user
-    must declare them (bounds taken from the data would leak it). Any other column with at most
-    `max_categories` distinct non-empty values is suggested as categorical with the values seen;
-    the rest (free text, identifiers, empty columns) are left out, i.e. ignored.
-
-    Privacy: the categories and classes here are read from the private data itself; they are for the
-    uploader's preview only and must not be released or logged as if they were public.
-    """
-    if not isinstance(max_categories, int) or max_categories < 2:
-        raise ValueError(f"max_categories must be an integer ≥ 2, got {max_categories!r}")
-    path = _as_path(path)
-    with _csv_rows(path) as (header, rows):
-        target_index = _column_index(path, header, target)
-        numeric = [True] * len(header)
-        empty = [False] * len(header)
-        seen: list[set[str] | None] = [set() for _ in header]  # None once a column has too many values
-        n_rows = 0
-        for _, cells in rows:
-            n_rows += 1
-            for j, cell in enumerate(cells):
-                if not cell:
-                    empty[j] = True
-                    numeric[j] = False
-                    continue
-                if numeric[j]:
-                    try:
-                        numeric[j] = math.isfinite(float(cell))
-                    except ValueError:
-                        numeric[j] = False
-                values = seen[j]
-                if values is not None and cell not in values:
-                    values.add(cell)
-                    if len(values) > max_categories:
-                        seen[j] = None
-    if n_rows == 0:
-        raise DatasetError(f"{path}: the file has a header but no data rows")
-    classes = seen[target_index]
-    if classes is None:
-        raise DatasetError(f"{path}: the target column {target!r} has more than {max_categories} distinct values; "
-                           "it does not look like a class label")  # fmt: skip
-    if len(classes) < 2:
-        raise DatasetError(f"{path}: the target column {target!r} has fewer than 2 distinct non-empty values")
-    suggestion: dict[str, Any] = {"target": target, "classes": _sorted_values(classes), "numeric": {},
-                                  "categorical": {}, "test_fraction": CSV_DEFAULT_TEST_FRACTION}  # fmt: skip
-    for j, name in enumerate(header):
-        if j == target_index or not name:
-            continue
-        if numeric[j] and not empty[j]:
-            suggestion["numeric"][name] = [None, None]
-        elif seen[j]:
-            suggestion["categorical"][name] = _sorted_values(seen[j])
-    return suggestion

@@ -3,7 +3,9 @@ and the DP event of one step, from public numbers only. Pure functions; the ledg
 what every accountant bounds, so the ε shown is never the theorem's arithmetic alone.
 
 - Exponential mechanism over a finite class (D&R Thm 3.10; private PAC learning, Kasiviswanathan et al. 2008):
-  score −(training errors) has sensitivity 1, so sampling ∝ exp(ε·score/2) is ε-DP: one ε-DP release.
+  score −(training errors) has sensitivity 1 and is monotone under adding or removing one example (every score
+  moves the same way), so sampling ∝ exp(ε·score) is ε-DP (McSherry & Talwar 2007): one ε-DP release, the whole
+  budget spent on the one draw.
 - SQ learning through Laplace noise (Blum, Dwork, McSherry, Nissim 2005; D&R §11.1): each statistical query
   Σₓ φ(x, y) with φ ∈ [0, 1] has sensitivity 1, answered with Laplace noise of scale 1/ε_q; T iterations of d
   queries at ε_q = ε/(T·d) compose (pure ε, D&R Thm 3.16) to ε. Answers are divided by the public N.

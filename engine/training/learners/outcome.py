@@ -5,7 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.training import noise
 from engine.training.plan import TrainingPlan
+from engine.training.spec import RunSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,9 +23,10 @@ ShouldStop = Callable[[], bool] | None
 MAX_REPORTS = 200  # long runs (RWM rounds) report at most this many evenly spaced steps, plus the last
 
 
-def learner_rng(seed: int, learner_constant: int) -> np.random.Generator:
-    """The learner's randomness: a function of the spec's seed and a fixed constant per learner only."""
-    return np.random.default_rng(np.random.SeedSequence([seed, learner_constant]))
+def learner_rng(spec: RunSpec, learner_constant: int) -> np.random.Generator:
+    """The learner's randomness: a function of its whole spec and a fixed constant per learner (`noise`: two
+    distinct runs never share it; anyone holding the record regenerates it, as in the lab mode of DP-SGD)."""
+    return noise.learner_rng(spec, str(learner_constant))
 
 
 def report_points(steps: int, most: int = MAX_REPORTS) -> set[int]:

@@ -148,7 +148,7 @@ def train_on_stream(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_
         raise ValueError(f"{rounds} rounds but only {plan.n_train} training examples: each is used at most once")
     stumps = Stumps(n_features=data.n_features, thresholds=spec.thresholds)
     evaluate = evaluate_of(stumps, data)
-    order_rng, private_rng, reference_rng = learner_rng(spec.seed, RWM_STREAM).spawn(3)
+    order_rng, private_rng, reference_rng = learner_rng(spec, RWM_STREAM).spawn(3)
     order = order_rng.permutation(plan.n_train)[:rounds]
     private = WeightedMajority(stumps.size, parameter(plan, "eta"), private_rng)
     reference = WeightedMajority(stumps.size, nonprivate_eta(experts=stumps.size, rounds=rounds), reference_rng)

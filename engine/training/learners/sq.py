@@ -97,7 +97,7 @@ def train_sq(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: S
     if x1.shape[1] != queries:
         raise ValueError(f"the plan charges {queries} queries per iteration, but the data has {x1.shape[1] - 1} "
                          f"features (+1 bias)")  # fmt: skip
-    oracle = LaplaceSumOracle(parameter(plan, "laplace_scale"), learner_rng(spec.seed, SQ_STREAM))
+    oracle = LaplaceSumOracle(parameter(plan, "laplace_scale"), learner_rng(spec, SQ_STREAM))
     theta = np.zeros(queries)
     accuracy, loss = accuracy_and_log_loss(theta, x1_test, y_test)
     report(0, test_accuracy=accuracy, test_loss=loss)

@@ -1,7 +1,9 @@
 """Which runs can train as one stack, and the stacked trainer: shared Poisson lots from the lead member's
-stream, each member's own noise, initialization, learning rate and records (see the package docstring)."""
+stream, each member's own noise, initialization, learning rate and records (see the package docstring); the
+joint ε of releasing the whole stack."""
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -13,10 +15,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.privacy import PrivacyLedger, Release, dpsgd_step_event, panel, rdp_curve, rdp_epsilon
+from engine.privacy import PrivacyLedger, Release, dpsgd_step_event, panel, rdp_curve
 from engine.training.clipping import constant_tensor
 from engine.training.datasets import Dataset
-from engine.training.dpsgd import fill_gaussian_noise, norm_quantiles_by_row, sample_poisson_lot
+from engine.training.dpsgd import norm_quantiles_by_row
+from engine.training.noise import (
+    RELEASE,
+    Stream,
+    fill_gaussian_noise,
+    noise_mode,
+    noise_stream_key,
+    pca_release_identity,
+    random_streams,
+    sample_poisson_lot,
+)
 from engine.training.optimizers import DEFAULT_MOMENTUM, OptimizerName
 from engine.training.plan import TrainingPlan
 from engine.training.spec import Algorithm, RunSpec
@@ -31,18 +43,19 @@ from engine.training.trainer import (
     input_arrays,
     load_spec_dataset,
     pick_device,
-    random_streams,
     result_of,
 )
 
 # What every member of a stack must share: the data, the model, and the lots (q and the number of steps).
 STACK_KEYS = ("dataset", "schema", "data_sha256", "features", "pca_dims", "model", "hidden", "lot_size", "epochs",
-              "optimizer")  # fmt: skip
+              "optimizer", "noise")  # fmt: skip
+JOINT_ACCOUNTANTS = ("rdp", "pld")  # the joint ε is the tightest of these for the joint ledger
 
 
 def stack_key(spec: RunSpec) -> str | None:
     """Specs with equal keys can train as one stack; None: this spec never stacks (not DP-SGD with flat
-    clipping). DP-PCA runs stack too: members whose projections differ (another seed or σ_p) each get their own."""
+    clipping). DP-PCA runs stack too: members whose PCA releases differ (another seed or σ_p) each get their own.
+    Only runs of one noise mode stack (a release-mode stack draws its lots from the OS too)."""
     if spec.algorithm != Algorithm.DPSGD or spec.clipping not in (None, "flat"):
         return None
     shared = {key: getattr(spec, key) for key in STACK_KEYS}
@@ -55,17 +68,27 @@ class StackMember:
     plan: TrainingPlan
 
 
-def stack_note(members: int, lead_seed: int, sampling_rate: float) -> str:
+def stack_note(members: int, sampling_rate: float, noise: str) -> str:
+    lots = "from OS randomness" if noise == RELEASE else "from the lead run's sampling stream"
     return (f"Trained in a vectorized stack of {members} runs that shared each step's Poisson lot (rate q = "
-            f"{sampling_rate:.4g}, drawn from the stream of seed {lead_seed}); each run drew its own noise, so this "
-            "run on its own is an exact DP-SGD run and the ε above is its own. Releasing several runs of the stack "
-            "together costs their joint ε (stored with the stack), not this one.")  # fmt: skip
+            f"{sampling_rate:.4g}, drawn {lots}); each run drew its own noise (a stream no other run shares), so "
+            "this run on its own is an exact DP-SGD run and the ε above is its own. Releasing several runs of the "
+            "stack together costs their joint ε (stored with the stack: every run's Gaussian noise on each shared "
+            "lot, and every up-front release), not this one.")  # fmt: skip
 
 
-def joint_ledger(plans: Sequence[TrainingPlan]) -> PrivacyLedger:
+def joint_ledger(plans: Sequence[TrainingPlan], *, upfront_keys: Sequence[str] | None = None) -> PrivacyLedger:
     """The ledger of releasing every member of a stack: per step, the K noisy sums of one shared lot are one
     Gaussian mechanism whose sensitivity, in units of each member's noise, is √(Σₖ σₖ⁻²): a sampled Gaussian
-    at σ_joint = (Σₖ σₖ⁻²)^(−1/2), each member's sum moving by at most its own C."""
+    at σ_joint = (Σₖ σₖ⁻²)^(−1/2), each member's sum moving by at most its own C (valid only because no two
+    members share a noise stream). Before the steps, every distinct up-front release (DP-PCA) of the members:
+    `upfront_keys[k]` names member k's release, and members with one key made one release (charged once);
+    without keys every member's up-front releases are charged."""
+    keys = list(upfront_keys) if upfront_keys is not None else [str(k) for k in range(len(plans))]
+    firsts: dict[str, TrainingPlan] = {}
+    for key, plan in zip(keys, plans, strict=True):
+        firsts.setdefault(key, plan)
+    upfront = tuple(release for plan in firsts.values() for release in plan.upfront())
     steps = plans[0].steps
     sigmas = np.array([np.repeat([p.noise_multiplier * f for f, _ in p.noise_phases], [n for _, n in p.noise_phases])
                        for p in plans])  # (K, T): σ of every member at every step  # fmt: skip
@@ -76,7 +99,20 @@ def joint_ledger(plans: Sequence[TrainingPlan]) -> PrivacyLedger:
         label = f"the stack's {len(plans)} releases of one step, σ_joint = {joint[start]:.4g}"
         phases.append(Release(event=event, count=int(end - start), label=label))
         start = end
-    return PrivacyLedger(phases=tuple(phases))
+    return PrivacyLedger(phases=tuple(phases), upfront=upfront)
+
+
+def joint_epsilon(members: Sequence["StackMember"], plans: Sequence[TrainingPlan]) -> dict[str, Any]:
+    """The stack's joint ε by the tightest of `JOINT_ACCOUNTANTS` for `joint_ledger` (up-front releases
+    included, one per distinct PCA release), at the smallest δ of the members; ∞ (no bound) if two members
+    would share a noise stream: their models would then differ by a noiseless function of the data."""
+    delta = min(p.delta for p in plans)
+    keys = [noise_stream_key(m.spec) for m in members]
+    if len({k for k in keys if k is not None}) < sum(k is not None for k in keys):
+        return {"joint_epsilon": math.inf, "joint_accountant": "shared noise stream", "joint_delta": delta}
+    ledger = joint_ledger(plans, upfront_keys=[pca_release_identity(m.spec) for m in members])
+    name, epsilon = panel(ledger, delta=delta, names=JOINT_ACCOUNTANTS).tightest()
+    return {"joint_epsilon": float(epsilon), "joint_accountant": name, "joint_delta": delta}
 
 
 def check_stackable(members: Sequence[StackMember]) -> None:
@@ -109,7 +145,7 @@ def train_stack(
     data = dataset or load_spec_dataset(lead.spec, data_dirs)
     if lead.plan.n_train != len(data.x_train):
         raise ValueError(f"plan is for N={lead.plan.n_train} but {lead.spec.dataset} has N={len(data.x_train)}")
-    note = stack_note(k_all, lead.spec.seed, lead.plan.sampling_rate)
+    note = stack_note(k_all, lead.plan.sampling_rate, noise_mode(lead.spec))
     plans = [replace(m.plan, notes=(*m.plan.notes, note)) for m in members]
     rdp_of = PerLedger(lambda ledger, delta: rdp_curve(ledger, delta=delta, steps=np.arange(ledger.steps + 1)))
     curves = [rdp_of(p.ledger(), p.delta).epsilons for p in plans]
@@ -118,11 +154,11 @@ def train_stack(
                                    device=device)  # fmt: skip
     x_train, y_train = torch.as_tensor(x_train, device=device), torch.as_tensor(data.y_train, device=device)
     x_test, y_test = torch.as_tensor(x_test, device=device), torch.as_tensor(data.y_test, device=device)
-    streams = [random_streams(m.spec.seed, device) for m in members]
+    streams = [random_streams(m.spec, device) for m in members]
     inputs = StackInputs.of(members, plans, streams, x_train, x_test)
     models = []
     for m in members:
-        torch.manual_seed(m.spec.seed)  # each member's own initialization, as a separate run draws it
+        torch.manual_seed(m.spec.seed)  # each member's own (public) initialization, as a separate run draws it
         models.append(build_run_model(m.spec, n_features=inputs.n_features, n_classes=data.n_classes,
                                       image_shape=data.image_shape).to(device))  # fmt: skip
     clipper = StackedClipper(models)
@@ -146,7 +182,7 @@ def train_stack(
         clipped = _clipped_sum_in_chunks(clipper, inputs.rows(inputs.train, lot), y_train[lot], clip_norms, chunk,
                                          per_member=inputs.per_member)  # fmt: skip
         noise = {n: torch.empty_like(g) for n, g in clipped.grads.items()}
-        for row, k in enumerate(alive):  # each member's own stream, tensor by tensor: a separate run's draws
+        for row, k in enumerate(alive):  # each member's own noise stream, tensor by tensor: a separate run's draws
             std = plans[k].noise_multiplier_at(step) * clip_norms[row]
             for n in clipper.names:
                 fill_gaussian_noise(noise[n][row], std, streams[k]["noise"])
@@ -178,10 +214,8 @@ def train_stack(
             inputs.keep(index)
 
     seconds = time.perf_counter() - started
-    joint = joint_ledger(plans)
-    delta = min(p.delta for p in plans)
     stack = {"members": k_all, "lead_seed": lead.spec.seed, "sampling_rate": plan0.sampling_rate,
-             "joint_epsilon_rdp": rdp_epsilon(joint.dp_event(), delta=delta)[0], "joint_delta": delta}  # fmt: skip
+             **joint_epsilon(members, plans)}  # fmt: skip
     results, panel_of = [], PerLedger(lambda ledger, delta: panel(ledger, delta=delta))
     for k, (m, plan) in enumerate(zip(members, plans, strict=True)):
         accuracy, loss, steps_done = outcome[k]
@@ -194,27 +228,27 @@ def train_stack(
 @dataclass(kw_only=True)
 class StackInputs:
     """What the models see: one (N, d) tensor every member shares, or (K, N, d) when members' inputs differ
-    (DP-PCA projections of other seeds or σ_p: each member's own, drawn from its own seed's stream, as its
-    separate run draws it)."""
+    (DP-PCA releases of other seeds or σ_p: one release per distinct `pca_release_identity`, drawn from that
+    release's stream, as a separate run of any of its members draws it)."""
 
     train: Tensor
     test: Tensor
     per_member: bool
 
     @classmethod
-    def of(cls, members: Sequence[StackMember], plans: Sequence[TrainingPlan], streams: Sequence[dict],
+    def of(cls, members: Sequence[StackMember], plans: Sequence[TrainingPlan], streams: Sequence[dict[str, Stream]],
            x_train: Tensor, x_test: Tensor) -> "StackInputs":  # fmt: skip
         if members[0].spec.pca_dims is None:
             return cls(train=x_train, test=x_test, per_member=False)
-        projected: dict[tuple[int, float | None], tuple[Tensor, Tensor]] = {}
+        projected: dict[str, tuple[Tensor, Tensor]] = {}
         for m, plan, stream in zip(members, plans, streams, strict=True):
-            key = (m.spec.seed, plan.pca_noise)  # equal keys: the same draws from the same stream
+            key = pca_release_identity(m.spec)  # equal keys: one release (in release mode: one OS draw)
             if key not in projected:
                 projected[key] = features(m.spec, plan, x_train, x_test, stream["pca"])
         if len(projected) == 1:
             train, test = next(iter(projected.values()))
             return cls(train=train, test=test, per_member=False)
-        each = [projected[(m.spec.seed, plan.pca_noise)] for m, plan in zip(members, plans, strict=True)]
+        each = [projected[pca_release_identity(m.spec)] for m in members]
         return cls(train=torch.stack([t for t, _ in each]), test=torch.stack([t for _, t in each]), per_member=True)
 
     @property

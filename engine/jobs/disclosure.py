@@ -1,0 +1,78 @@
+"""What leaves the lab in an export: the values a run releases, and the private diagnostics that stay
+unless the user asks for them.
+
+A run's per-step metrics are of two kinds. Released (public) values: ε by step (`epsilon`, the RDP
+curve, and `epsilon_<accountant>`), accuracy and loss on the held-out test set, the epoch, and the
+regret bound of the online learners (a theorem's formula of public parameters). Private diagnostics,
+computed on the private training data, which no ε covers (the dashboard shows them labelled "computed on
+private data, not released"): the loss and accuracy on each step's lot, the realized lot size, the
+share of the lot clipped, the quantiles of its per-example gradient norms, the online learners'
+realized regret (private and non-private), and each step's wall time (which follows the realized
+Poisson lot size).
+
+An export keeps only the released metrics unless the user opts in (`include_private_diagnostics`); a
+metric name this module does not know is treated as private. A run's result is kept, less any field
+named like a private diagnostic, wherever it is nested (the trainer's result holds none today; this is
+the guard against one that would).
+"""
+
+from collections.abc import Mapping
+from typing import Any
+
+ACCOUNTANT_CURVE_PREFIX = "epsilon_"  # epsilon_naive, epsilon_advanced, epsilon_zcdp, epsilon_pld
+RELEASED_METRICS = frozenset({"epoch", "epsilon", "test_accuracy", "test_loss", "regret_bound"})
+PRIVATE_DIAGNOSTICS = frozenset(
+    {
+        "train_loss",
+        "train_accuracy",
+        "lot_size",
+        "clip_fraction",
+        "grad_norm_p10",
+        "grad_norm_p50",
+        "grad_norm_p90",
+        "regret",
+        "regret_nonprivate",
+        "elapsed_s",
+    }
+)
+# Parts of a result field's name that mark it as a private diagnostic (a final training loss, a summary of
+# gradient norms, ...), besides the exact names above.
+PRIVATE_RESULT_STEMS = ("train_loss", "train_accuracy", "lot_accuracy", "grad_norm", "clip_fraction",
+                        "regret_nonprivate")  # fmt: skip
+DIAGNOSTICS_NOTE = {
+    False: (
+        "Per-step metrics hold only released values: epsilon by step for each accountant, accuracy and loss on "
+        "the held-out test set, and the epoch. Diagnostics computed on the private training data (which no "
+        "epsilon covers) were left out."
+    ),
+    True: (
+        "Holds private diagnostics computed on the training data (the loss, accuracy and size of each step's "
+        "lot, the share clipped, gradient-norm quantiles, realized regret, step timings). No epsilon covers "
+        "them: do not publish or share this archive as differentially private."
+    ),
+}
+
+
+def is_released_metric(name: str) -> bool:
+    """Whether a per-step metric is a released value (kept in every export)."""
+    return name in RELEASED_METRICS or (name.startswith(ACCOUNTANT_CURVE_PREFIX) and name != ACCOUNTANT_CURVE_PREFIX)
+
+
+def is_private_field(name: str) -> bool:
+    """Whether a result field holds a private diagnostic (by its name)."""
+    return name in PRIVATE_DIAGNOSTICS or any(stem in name for stem in PRIVATE_RESULT_STEMS)
+
+
+def public_result(result: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The result without its private-diagnostic fields, at any depth (None stays None)."""
+    if result is None:
+        return None
+
+    def clean(node: Any) -> Any:
+        if isinstance(node, Mapping):
+            return {k: clean(v) for k, v in node.items() if not (isinstance(k, str) and is_private_field(k))}
+        if isinstance(node, list):
+            return [clean(v) for v in node]
+        return node
+
+    return clean(result)

@@ -1,0 +1,169 @@
+"""Exports carry released values only (issue 16): the diagnostics computed on private training data (lot loss,
+accuracy and size, clip fraction, gradient-norm quantiles, regret, step timings), which no ε covers, travel only
+on an explicit opt-in that the archive's manifest records; archives written before the opt-in still import."""
+
+import dataclasses
+import json
+import re
+
+import pytest
+
+from cache import RunStatus, Store
+from cache.archive_reader import read_archive
+from engine import ENGINE_VERSION
+from engine.jobs.disclosure import (
+    PRIVATE_DIAGNOSTICS,
+    RELEASED_METRICS,
+    is_private_field,
+    is_released_metric,
+    public_result,
+)
+from engine.jobs.transfer import import_runs, prepare_export, summarize_archive
+from engine.training import StepRecord, TrainResult, parse_spec
+from tests.conftest import fast_spec
+from tests.test_maintenance import cli_json, result_for, run_cli
+from tests.test_transfer import edit_json, unzip
+
+STEPS = 4
+ACCOUNTANT_CURVES = ("epsilon_naive", "epsilon_advanced", "epsilon_zcdp", "epsilon_pld")
+# Result fields of the kind the issue names (a final training loss, gradient-norm summaries), nested too.
+PRIVATE_RESULT_FIELDS = {"final_train_loss": 0.21, "grad_norm_summary": {"p50": 1.3}, "lot_size": 61}
+
+
+def every_metric(step: int) -> dict[str, float]:
+    """A step's metrics under every name a run records: each StepRecord field, and the accountants' curves."""
+    values = {f.name: 0.5 + step for f in dataclasses.fields(StepRecord) if f.name != "step"}
+    return StepRecord(step=step, **values).metrics() | {name: 0.1 * step for name in ACCOUNTANT_CURVES}
+
+
+def diagnosed_run(store: Store, status: RunStatus = RunStatus.FINISHED, seed: int = 0) -> str:
+    """A run with every metric name at every step, and a result holding private fields beside the released ones."""
+    spec = parse_spec(fast_spec(seed=seed))
+    run_id = store.create_run(spec=spec.to_dict(), cache_key=spec.cache_key(ENGINE_VERSION),
+                              engine_version=ENGINE_VERSION, status=RunStatus.RUNNING, worker="w")  # fmt: skip
+    store.set_plan(run_id, plan={"steps": STEPS, "noise_multiplier": 1.1, "delta": 1e-5}, total_steps=STEPS)
+    store.append_metrics(run_id, [(t, every_metric(t)) for t in range(STEPS + 1)])
+    result = result_for(STEPS, stopped_early=status is RunStatus.CANCELLED) | PRIVATE_RESULT_FIELDS
+    result["stack"] = {"members": 2, "lead_seed": 0, "joint_delta": 1e-5, "joint_epsilon": 3.0,
+                       "joint_accountant": "rdp", "position": 0, "train_accuracy": 0.97}  # fmt: skip
+    store.finish(run_id, status=status, result=result)
+    return run_id
+
+
+def private_names_in(text: str) -> list[str]:
+    """The private diagnostics' names (and the private result fields') that `text` mentions."""
+    words = [*PRIVATE_DIAGNOSTICS, *PRIVATE_RESULT_FIELDS]  # whole words: regret_bound is not regret
+    found = {n for n in words if re.search(rf"\b{n}\b", text)}
+    return sorted(found | {stem for stem in ("grad_norm", "train_loss", "clip_fraction") if stem in text})
+
+
+def result_keys(node) -> set[str]:
+    if isinstance(node, dict):
+        return set(node) | {k for v in node.values() for k in result_keys(v)}
+    return set()
+
+
+def test_every_metric_a_run_records_is_classified_released_or_private():
+    """A new StepRecord field fails here until it is declared released or private (unknown names are exported as
+    private: only on the opt-in)."""
+    recorded = {f.name for f in dataclasses.fields(StepRecord)} - {"step"}
+    assert not RELEASED_METRICS & PRIVATE_DIAGNOSTICS
+    assert recorded == RELEASED_METRICS | PRIVATE_DIAGNOSTICS, recorded ^ (RELEASED_METRICS | PRIVATE_DIAGNOSTICS)
+    assert {n for n in recorded if is_released_metric(n)} == {"epoch", "epsilon", "test_accuracy", "test_loss",
+                                                              "regret_bound"}  # fmt: skip
+    assert all(is_released_metric(n) for n in ACCOUNTANT_CURVES)
+    assert not is_released_metric("epsilon_") and not is_released_metric("some_new_metric")
+
+
+def test_no_result_field_of_the_trainer_is_private_and_private_ones_are_dropped_at_any_depth():
+    """Every TrainResult field is released (a new one named like a diagnostic would be dropped from exports)."""
+    assert not [f.name for f in dataclasses.fields(TrainResult) if is_private_field(f.name)]
+    result = result_for(3) | PRIVATE_RESULT_FIELDS | {"stack": {"members": 2, "clip_fraction": 0.4}}
+    cleaned = public_result(result)
+    assert cleaned == result_for(3) | {"stack": {"members": 2}}
+    assert public_result(None) is None and result["lot_size"] == 61  # the input is left as it was
+
+
+def test_a_default_export_holds_no_private_diagnostic_anywhere(tmp_path):
+    source = Store(tmp_path / "source.sqlite3")
+    ids = [diagnosed_run(source), diagnosed_run(source, RunStatus.CANCELLED, seed=1)]
+    export = prepare_export(source, ids)
+    assert export.private_diagnostics is False and export.to_dict()["private_diagnostics"] is False
+    members = unzip(export.data)
+    manifest = json.loads(members["manifest.json"])
+    assert manifest["private_diagnostics"] is False and "left out" in manifest["privacy_note"]
+    assert private_names_in(members["manifest.json"].decode()) == []
+    for run in json.loads(members["runs.json"]):
+        assert private_names_in(json.dumps(run["result"])) == [], run["id"]
+        assert not result_keys(run["result"]) & {*PRIVATE_DIAGNOSTICS, *PRIVATE_RESULT_FIELDS}
+        assert run["result"]["test_accuracy"] == 0.91 and run["result"]["stack"]["joint_epsilon"] == 3.0
+    for run_id in ids:
+        text = members[f"metrics/{run_id}.csv"].decode()
+        assert private_names_in(text) == [], run_id
+        names = {line.split(",")[1] for line in text.splitlines()[1:]}
+        assert names == {"epoch", "epsilon", "test_accuracy", "test_loss", "regret_bound", *ACCOUNTANT_CURVES}
+
+    store = Store(tmp_path / "target.sqlite3")
+    report = import_runs(store, export.data)
+    assert set(report.imported) == set(ids) and report.metric_rows == len(ids) * (STEPS + 1) * 9
+    assert report.to_dict()["archive"]["private_diagnostics"] is False
+    assert not {name for run_id in ids for _, name, _ in store.metrics(run_id)} & PRIVATE_DIAGNOSTICS
+    assert summarize_archive(export.data).private_diagnostics is False
+
+
+def test_private_diagnostics_travel_only_on_the_opt_in_which_the_manifest_records(tmp_path):
+    source = Store(tmp_path / "source.sqlite3")
+    run_id = diagnosed_run(source)
+    export = prepare_export(source, [run_id], include_private_diagnostics=True)
+    members = unzip(export.data)
+    manifest = json.loads(members["manifest.json"])
+    assert manifest["private_diagnostics"] is True and "do not publish" in manifest["privacy_note"]
+    [run] = json.loads(members["runs.json"])
+    assert run["result"] == source.get_run(run_id).result  # private fields included, as asked
+    store = Store(tmp_path / "target.sqlite3")
+    assert import_runs(store, export.data).archive_private_diagnostics is True
+    assert store.metrics(run_id) == source.metrics(run_id)  # every row, private ones included
+    assert {name for _, name, _ in store.metrics(run_id)} >= PRIVATE_DIAGNOSTICS
+    assert read_archive(export.data).private_diagnostics and summarize_archive(export.data).private_diagnostics
+
+    without_metrics = prepare_export(source, [run_id], include_metrics=False)  # --no-metrics keeps working
+    assert not [n for n in unzip(without_metrics.data) if n.startswith("metrics/")]
+    [run] = json.loads(unzip(without_metrics.data)["runs.json"])
+    assert private_names_in(json.dumps(run["result"])) == [] and run["result"]["epsilon"] == 2.5
+    assert read_archive(without_metrics.data).includes_metrics is False
+
+
+@pytest.mark.parametrize("includes_metrics", [True, False])
+def test_an_archive_from_before_the_opt_in_still_imports(tmp_path, includes_metrics):
+    """Its manifest has no private_diagnostics: read as holding them whenever it holds metrics (every export did)."""
+    source = Store(tmp_path / "source.sqlite3")
+    run_id = diagnosed_run(source)
+    new = prepare_export(source, [run_id], include_metrics=includes_metrics, include_private_diagnostics=True).data
+
+    def old_manifest(manifest: dict) -> None:
+        del manifest["private_diagnostics"], manifest["privacy_note"]
+
+    old = edit_json("manifest.json", old_manifest)(new)
+    assert "private_diagnostics" not in json.loads(unzip(old)["manifest.json"])
+    assert read_archive(old).private_diagnostics is includes_metrics
+    assert summarize_archive(old).private_diagnostics is includes_metrics
+    store = Store(tmp_path / "target.sqlite3")
+    assert import_runs(store, old).imported == (run_id,)
+    assert store.metrics(run_id) == (source.metrics(run_id) if includes_metrics else [])
+
+
+def test_the_export_command_leaves_diagnostics_out_unless_asked(store, capsys, tmp_path):
+    run_id = diagnosed_run(store)  # the CLI's store: DPLAB_HOME
+    plain, opted = tmp_path / "plain.zip", tmp_path / "opted.zip"
+    code, out = cli_json(capsys, "export", run_id, "-o", str(plain))
+    assert code == 0 and out["private_diagnostics"] is False and out["include_metrics"] is True
+    assert private_names_in(unzip(plain.read_bytes())[f"metrics/{run_id}.csv"].decode()) == []
+    code, text, _ = run_cli(capsys, "export", run_id, "-o", str(opted), "--include-private-diagnostics")
+    assert code == 0 and "WARNING: Holds private diagnostics computed on the training data" in text
+    assert json.loads(unzip(opted.read_bytes())["manifest.json"])["private_diagnostics"] is True
+    assert set(private_names_in(unzip(opted.read_bytes())[f"metrics/{run_id}.csv"].decode())) >= PRIVATE_DIAGNOSTICS
+    code, text, _ = run_cli(capsys, "export", run_id, "-o", str(plain))
+    assert code == 0 and "Diagnostics computed on the private training data (which no epsilon covers) were left" in text
+    code, out = cli_json(capsys, "export", run_id, "-o", str(plain), "--no-metrics")
+    assert code == 0 and out["include_metrics"] is False and out["private_diagnostics"] is False
+    assert not [n for n in unzip(plain.read_bytes()) if n.startswith("metrics/")]
