@@ -171,12 +171,23 @@ def epsilon_figure(
 
 
 def planned_epsilon_figure(
-    steps: Sequence[int], epsilons: Sequence[float], *, target_epsilon: float | None
+    steps: Sequence[int],
+    epsilons: Sequence[float],
+    *,
+    target_epsilon: float | None,
+    pld: tuple[Sequence[int], Sequence[float]] | None = None,
 ) -> go.Figure:
-    """Before launch: the ε (RDP) a configuration will have spent after each step, ending at the whole run's."""
-    fig = _base("Planned ε over the run (RDP)", "ε", int(steps[-1]) if len(steps) else None)
-    fig.add_trace(go.Scatter(x=list(steps), y=list(epsilons), mode="lines", line={"color": RUN_COLOR, "width": 2},
-                             name="ε", hovertemplate="after %{x:,} steps: ε = %{y:.3g}<extra></extra>"))  # fmt: skip
+    """Before launch: the ε a configuration will have spent after each step, ending at the whole run's: by RDP,
+    and by PLD too when PLD calibrated σ (then PLD's curve is the one that meets the target)."""
+    title = "Planned ε over the run (PLD, and RDP dotted)" if pld else "Planned ε over the run (RDP)"
+    fig = _base(title, "ε", int(steps[-1]) if len(steps) else None)
+    rdp_line = {"color": RUN_COLOR, "width": 1, "dash": "dot"} if pld else {"color": RUN_COLOR, "width": 2}
+    fig.add_trace(go.Scatter(x=list(steps), y=list(epsilons), mode="lines", line=rdp_line, name="ε (RDP)",
+                             hovertemplate="after %{x:,} steps: ε = %{y:.3g} (RDP)<extra></extra>"))  # fmt: skip
+    if pld:
+        fig.add_trace(go.Scatter(x=list(pld[0]), y=list(pld[1]), mode="lines+markers", name="ε (PLD)",
+                                 line={"color": RUN_COLOR, "width": 2}, marker={"size": 4},
+                                 hovertemplate="after %{x:,} steps: ε = %{y:.3g} (PLD)<extra></extra>"))  # fmt: skip
     if target_epsilon is not None:
         _hline(fig, target_epsilon, color=LIMIT_COLOR, text=f"target {target_epsilon:g}", width=1)
     fig.update_layout(height=210, margin={"l": 10, "r": 10, "t": 32, "b": 10}, title={"font": {"size": 13}})

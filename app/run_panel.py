@@ -323,7 +323,16 @@ def _headline(run: RunRecord, frame) -> None:
     elif plan.get("query_epsilon") is not None:
         cols[2].metric("ε per query", _shown(plan["query_epsilon"], ".3g"), help="Laplace scale 1/ε_q on each Σφ.")
     else:
-        cols[2].metric("Noise multiplier σ", _shown(plan.get("noise_multiplier") or None, ".3f"))
+        by = plan.get("calibrated_by")
+        calibrated = by in ("rdp", "pld")
+        cols[2].metric(
+            "Noise multiplier σ",
+            _shown(plan.get("noise_multiplier") or None, ".3f"),
+            delta=f"by {by.upper()}" if calibrated else None,
+            delta_color="off",
+            delta_arrow="off",
+            help="Calibrated to meet the target ε by the accountant named below it." if calibrated else "As set.",
+        )
     if _algorithm(run.spec) in LEARNER_MODELS:  # no lots: the steps (rounds, iterations) it took instead
         cols[3].metric(
             "Steps taken", f"{run.progress_step:,}", help="Rounds (RWM), iterations (SQ) or draws (exp. mech.)."

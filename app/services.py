@@ -27,9 +27,9 @@ from engine.privacy import (
     Panel,
     PrivacyError,
     PrivacyLedger,
+    accountant,
     calibrate_noise_multiplier,
     dpsgd_step_event,
-    final_epsilon,
     panel,
     privacy_statement,
     rdp_curve,
@@ -66,6 +66,8 @@ class PlanPreview:
     curve_epsilons: tuple[float, ...] = ()
     calibrated_by: str | None = None  # the accountant σ was calibrated by (a target ε), None when σ was given
     pld_epsilon: float | None = None  # ε by PLD, when PLD calibrated σ
+    pld_curve_steps: tuple[int, ...] = ()  # ε by PLD after each of these steps, when PLD calibrated σ
+    pld_curve_epsilons: tuple[float, ...] = ()
 
 
 PREVIEW_CURVE_POINTS = 60
@@ -82,8 +84,8 @@ def preview_plan(spec_json: str) -> PlanPreview:
         rdp = rdp_curve(plan.ledger(), delta=plan.delta, steps=grid)
         eps, order = rdp.final_epsilon, rdp.final_order
         by_pld = None
-        if plan.calibrated_by == "pld":
-            by_pld = final_epsilon(plan.ledger(), delta=plan.delta, accountant_name="pld")
+        if plan.calibrated_by == "pld":  # the curve that meets the target: PLD's, on a coarse grid (~1 s)
+            by_pld = accountant("pld").curve(plan.ledger(), delta=plan.delta, steps=pld_steps(plan.steps))
     except (SpecError, DatasetError, PrivacyError) as exc:
         return PlanPreview(error=str(exc))
     return PlanPreview(
@@ -97,7 +99,9 @@ def preview_plan(spec_json: str) -> PlanPreview:
         curve_steps=tuple(map(int, rdp.steps)),
         curve_epsilons=tuple(map(float, rdp.epsilons)),
         calibrated_by=plan.calibrated_by,
-        pld_epsilon=by_pld,
+        pld_epsilon=by_pld.final_epsilon if by_pld else None,
+        pld_curve_steps=tuple(map(int, by_pld.steps)) if by_pld else (),
+        pld_curve_epsilons=tuple(map(float, by_pld.epsilons)) if by_pld else (),
     )
 
 

@@ -387,8 +387,9 @@ def plan_summary(preview: services.PlanPreview, *, target_epsilon: float | None 
         top[0].metric(
             "Noise multiplier σ",
             f"{preview.noise_multiplier:.3f}",
-            delta=f"calibrated by {by.upper()}" if by else None,
+            delta=f"by {by.upper()}" if by else None,
             delta_color="off",
+            delta_arrow="off",
             help="Noise std over C; "
             + (f"the smallest σ whose ε by the {by.upper()} accountant meets the target." if by else "as you set it."),
         )
@@ -408,5 +409,7 @@ def plan_summary(preview: services.PlanPreview, *, target_epsilon: float | None 
             help=f"An upper bound by the RDP accountant (best order {preview.best_order:g}), up-front releases "
             "included; the finished run reports the tightest of all accountants, never more.",
         )
-    figure = charts.planned_epsilon_figure(preview.curve_steps, preview.curve_epsilons, target_epsilon=target_epsilon)
+    pld = (preview.pld_curve_steps, preview.pld_curve_epsilons) if preview.pld_curve_steps else None
+    figure = charts.planned_epsilon_figure(preview.curve_steps, preview.curve_epsilons, target_epsilon=target_epsilon,
+                                           pld=pld)  # fmt: skip
     course.plotly_chart(figure, key="train_planned_epsilon", config={"displayModeBar": False})

@@ -1,4 +1,4 @@
-"""Accountant tightness and its cost (issue 16), part of the `accounting` suite: the adaptive PLD discretization
+"""Accountant tightness and its cost, part of the `accounting` suite: the adaptive PLD discretization
 against the fixed 1e-3 grid (time and ε), the advanced-composition curve over 10,000 steps, the exact optimal
 composition of pure releases, and calibration by PLD against RDP. No torch involved."""
 
@@ -19,7 +19,9 @@ from engine.privacy.accountants import composition, optimal_pure, pld, rdp
 
 DELTA = 1e-5
 LEDGERS = {
-    "issue_q0.01_sigma8_1000_steps": single_phase(dpsgd_step_event(sampling_rate=0.01, noise_multiplier=8.0), 1000),
+    "small_steps_q0.01_sigma8_1000_steps": single_phase(
+        dpsgd_step_event(sampling_rate=0.01, noise_multiplier=8.0), 1000
+    ),
     "dpsgd_q256of60000_sigma1.1_10000_steps": single_phase(
         dpsgd_step_event(sampling_rate=256 / 60_000, noise_multiplier=1.1), 10_000
     ),

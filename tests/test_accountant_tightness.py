@@ -1,4 +1,4 @@
-"""Tight where it was loose (issue 16): the adaptive PLD discretization, the advanced-composition split, and
+"""Tight where it was loose: the adaptive PLD discretization, the advanced-composition split, and
 calibration by PLD. Every comparison is against an independent computation."""
 
 import math
@@ -26,7 +26,7 @@ from engine.privacy import (
 )
 from engine.privacy.accountants import composition, optimal_pure, pld
 
-FINE = 1e-4  # the issue's reference grid
+FINE = 1e-4  # the reference grid
 
 
 def fine_grid_epsilon(ledger: PrivacyLedger, delta: float) -> float:
@@ -53,10 +53,10 @@ def dpsgd(q: float, sigma: float, steps: int) -> PrivacyLedger:
     return single_phase(dpsgd_step_event(sampling_rate=q, noise_multiplier=sigma), steps)
 
 
-# The issue's example (1e-3 grid: 0.132, 5.5% above 1e-4), digits DP-SGD, an ε ≈ 0.01 run whose 1e-4 grid is
+# Small per-step losses (1e-3 grid: 0.132, 5.5% above 1e-4), digits DP-SGD, an ε ≈ 0.01 run whose 1e-4 grid is
 # itself 1.6% loose, and a noise schedule.
 GAUSSIAN_LEDGERS = {
-    "issue: q=0.01, σ=8, 1,000 steps": dpsgd(0.01, 8.0, 1000),
+    "small steps: q=0.01, σ=8, 1,000 steps": dpsgd(0.01, 8.0, 1000),
     "digits: q=64/1438, σ=1, 450 steps": dpsgd(64 / 1438, 1.0, 450),
     "small ε: q=1e-3, σ=4.375, 310 steps": dpsgd(1e-3, 4.375, 310),
     "schedule: σ=2 then σ=6, q=0.02": schedule([(dpsgd_step_event(sampling_rate=0.02, noise_multiplier=2.0), 200),
@@ -74,8 +74,8 @@ def test_adaptive_pld_is_within_1_percent_of_the_fine_grid_and_never_below_the_o
     assert ours >= optimistic_epsilon(ledger, delta) * (1 - 1e-9)
 
 
-def test_the_fixed_grid_was_5_percent_loose_on_the_issue_example():
-    ledger = GAUSSIAN_LEDGERS["issue: q=0.01, σ=8, 1,000 steps"]
+def test_the_fixed_grid_was_5_percent_loose_at_small_per_step_losses():
+    ledger = GAUSSIAN_LEDGERS["small steps: q=0.01, σ=8, 1,000 steps"]
     old = pld.epsilon_of(ledger, delta=1e-5, discretization=pld.GRID_DISCRETIZATION)
     assert old == pytest.approx(0.1321, abs=1e-4) and old > 1.05 * pld.epsilon_of(ledger, delta=1e-5)
 
@@ -93,7 +93,7 @@ def test_adaptive_pld_on_mixed_and_pure_ledgers():
 
 
 def test_a_curve_chooses_the_interval_once_and_ends_at_the_adaptive_epsilon():
-    ledger, delta = GAUSSIAN_LEDGERS["issue: q=0.01, σ=8, 1,000 steps"], 1e-5
+    ledger, delta = GAUSSIAN_LEDGERS["small steps: q=0.01, σ=8, 1,000 steps"], 1e-5
     steps = pld.grid(ledger.steps)
     curve = pld.curve(ledger, delta=delta, steps=steps)
     chosen = pld.choose_discretization(ledger, delta=delta)

@@ -4,6 +4,7 @@ target). The spec, the plan, the Train page and the stored plan all say which on
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from engine.jobs.worker import Worker
 from engine.privacy import final_epsilon
 from engine.training import SpecError, parse_spec, plan_spec
 from tests.conftest import ROOT, fast_spec
@@ -53,14 +54,21 @@ def test_the_train_page_calibrates_by_the_accountant_chosen_and_says_so(store):
     at.run()
     assert not at.exception, at.exception
     sigma = next(m for m in at.metric if m.label == "Noise multiplier σ")
-    assert "RDP" in str(sigma.proto.delta)
+    assert str(sigma.proto.delta) == "by RDP"
     at.radio(key="train_calibration_accountant").set_value("pld").run()
     assert not at.exception, at.exception
     shown = {m.label: m for m in at.metric}
-    assert "PLD" in str(shown["Noise multiplier σ"].proto.delta)
+    assert str(shown["Noise multiplier σ"].proto.delta) == "by PLD"
     assert "ε after training (PLD)" in shown
     assert float(shown["ε after training (PLD)"].value) <= 3.0
     at.button(key="train").click().run()
     assert not at.exception, at.exception
     (run,) = store.list_runs()
     assert run.spec["calibration_accountant"] == "pld"
+    Worker(store, data_dirs=[]).run_forever(exit_when_idle=True)
+    run = store.get_run(run.id)
+    assert run.plan["calibrated_by"] == "pld" and run.result["epsilons"]["pld"] <= 3.0
+    at.run()
+    assert not at.exception, at.exception
+    # the form's preview and the run panel, which reads the stored plan
+    assert [str(m.proto.delta) for m in at.metric if m.label == "Noise multiplier σ"] == ["by PLD", "by PLD"]

@@ -14,6 +14,7 @@ from engine import ENGINE_VERSION
 from engine.jobs.disclosure import (
     PRIVATE_DIAGNOSTICS,
     RELEASED_METRICS,
+    WITHHELD_ERROR,
     is_private_field,
     is_released_metric,
     public_result,
@@ -167,3 +168,29 @@ def test_the_export_command_leaves_diagnostics_out_unless_asked(store, capsys, t
     code, out = cli_json(capsys, "export", run_id, "-o", str(plain), "--no-metrics")
     assert code == 0 and out["include_metrics"] is False and out["private_diagnostics"] is False
     assert not [n for n in unzip(plain.read_bytes()) if n.startswith("metrics/")]
+
+
+def test_a_failed_upload_runs_error_quoting_a_cell_is_withheld_unless_asked(tmp_path):
+    """A CSV run that failed on a cell quotes the cell; the error and the status history's detail stay home by
+    default, and travel only with the private-diagnostics opt-in. A built-in dataset's error travels as is."""
+    source = Store(tmp_path / "source.sqlite3")
+    quoted = "line 7, column 'country': value 'Tuvalu' is not one of the declared categories"
+    ids = []
+    for dataset in ("csv:/data/people.csv", "digits"):
+        spec = fast_spec() | {"dataset": dataset}
+        run_id = source.create_run(spec=spec, cache_key=f"key-{dataset}", engine_version=ENGINE_VERSION,
+                                   status=RunStatus.RUNNING, worker="w")  # fmt: skip
+        source.finish(run_id, status=RunStatus.FAILED, error=quoted)
+        ids.append(run_id)
+    upload_run, builtin_run = ids
+
+    def exported(include: bool) -> dict[str, dict]:
+        data = prepare_export(source, ids, include_private_diagnostics=include).data
+        return {run["id"]: run for run in json.loads(unzip(data)["runs.json"])}
+
+    default = exported(False)
+    assert "Tuvalu" not in json.dumps(default[upload_run])
+    assert default[upload_run]["error"] == WITHHELD_ERROR
+    assert [e["detail"] for e in default[upload_run]["events"] if e["status"] == "failed"] == [WITHHELD_ERROR]
+    assert default[builtin_run]["error"] == quoted
+    assert exported(True)[upload_run]["error"] == quoted

@@ -176,7 +176,8 @@ def opened_run(runs: list[RunRecord]) -> None:
 PRIVATE_DIAGNOSTICS_WARNING = (
     "**Private diagnostics: not covered by ε.** The archive will also hold what was computed on the private "
     "training data and never released: each step's loss, accuracy and size of the lot, the share clipped, "
-    "gradient-norm quantiles, realized regret and step timings. No ε bounds what they reveal about the people in "
+    "gradient-norm quantiles, realized regret, step timings, and the error text of failed runs on uploaded CSVs "
+    "(which may quote a cell of the file). No ε bounds what they reveal about the people in "
     "the data. Keep the archive inside the lab; do not publish or share it as differentially private. Its "
     "manifest records that it holds them."
 )

@@ -11,9 +11,10 @@ realized regret (private and non-private), and each step's wall time (which foll
 Poisson lot size).
 
 An export keeps only the released metrics unless the user opts in (`include_private_diagnostics`); a
-metric name this module does not know is treated as private. A run's result is kept, less any field
-named like a private diagnostic, wherever it is nested (the trainer's result holds none today; this is
-the guard against one that would).
+metric name this module does not know is treated as private. The error text of a run on an uploaded CSV
+(and its status history's details) may quote a cell of the private file, so it is withheld likewise. A
+run's result is kept, less any field named like a private diagnostic, wherever it is nested (the trainer's
+result holds none today; this is the guard against one that would).
 """
 
 from collections.abc import Mapping
@@ -43,14 +44,27 @@ DIAGNOSTICS_NOTE = {
     False: (
         "Per-step metrics hold only released values: epsilon by step for each accountant, accuracy and loss on "
         "the held-out test set, and the epoch. Diagnostics computed on the private training data (which no "
-        "epsilon covers) were left out."
+        "epsilon covers) were left out, and so were the error texts of failed runs on uploaded CSVs."
     ),
     True: (
         "Holds private diagnostics computed on the training data (the loss, accuracy and size of each step's "
-        "lot, the share clipped, gradient-norm quantiles, realized regret, step timings). No epsilon covers "
+        "lot, the share clipped, gradient-norm quantiles, realized regret, step timings, the error text of "
+        "failed runs on uploaded CSVs). No epsilon covers "
         "them: do not publish or share this archive as differentially private."
     ),
 }
+
+
+# A run on an uploaded CSV may fail on one of its cells, and the error (and the status history's detail) quotes
+# the cell: a value read from the private file. Default exports carry this note in its place.
+WITHHELD_ERROR = ("error text withheld from this export: it may quote values of the uploaded training file "
+                  "(export with private diagnostics to include it)")  # fmt: skip
+UPLOAD_PREFIX = "csv:"
+
+
+def quotes_uploaded_values(spec: Mapping[str, Any]) -> bool:
+    """Whether the run's error texts may quote cells of a private uploaded file (a CSV dataset)."""
+    return str(spec.get("dataset", "")).startswith(UPLOAD_PREFIX)
 
 
 def is_released_metric(name: str) -> bool:

@@ -39,7 +39,13 @@ from cache.archive import Archive, ArchivedRun, ArchiveError, write_archive
 from cache.archive_reader import ArchiveReader, Source
 from cache.maintenance import archive_runs, insert_runs
 from engine import ENGINE_VERSION
-from engine.jobs.disclosure import DIAGNOSTICS_NOTE, is_released_metric, public_result
+from engine.jobs.disclosure import (
+    DIAGNOSTICS_NOTE,
+    WITHHELD_ERROR,
+    is_released_metric,
+    public_result,
+    quotes_uploaded_values,
+)
 from engine.jobs.run_schema import RunShapeError, check_shown_fields
 from engine.training import SpecError, parse_spec
 from engine.training.spec import CSV_PREFIX
@@ -170,8 +176,17 @@ def released_only(archive: Archive) -> Archive:
     """The archive less what was computed on private training data: only released metric rows, and results
     without private-diagnostic fields."""
     metrics = {run_id: [row for row in rows if is_released_metric(row[1])] for run_id, rows in archive.metrics.items()}
-    runs = tuple(replace(run, result=public_result(run.result)) for run in archive.runs)
+    runs = tuple(without_uploaded_values(replace(run, result=public_result(run.result))) for run in archive.runs)
     return replace(archive, runs=runs, metrics=metrics)
+
+
+def without_uploaded_values(run: ArchivedRun) -> ArchivedRun:
+    """A run on an uploaded CSV with its error texts withheld (they may quote a cell of the private file)."""
+    if not quotes_uploaded_values(run.spec):
+        return run
+    events = tuple(replace(e, detail=WITHHELD_ERROR) if e.detail and e.status is RunStatus.FAILED else e
+                   for e in run.events)  # fmt: skip
+    return replace(run, error=WITHHELD_ERROR if run.error else None, events=events)
 
 
 def export_runs(
