@@ -75,23 +75,6 @@ def _series(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame[["step", column]].dropna()
 
 
-def accuracy_figure(frame: pd.DataFrame, *, total_steps: int | None = None) -> go.Figure:
-    data = _series(frame, "test_accuracy")
-    fig = _base("Test accuracy", "accuracy", total_steps)
-    fig.add_trace(
-        go.Scatter(
-            x=data["step"],
-            y=data["test_accuracy"],
-            mode="lines+markers",
-            marker={"size": 4},
-            line={"color": RUN_COLOR},
-            name="test accuracy",
-        )
-    )
-    fig.update_yaxes(range=[0, 1])
-    return fig
-
-
 def loss_figure(
     frame: pd.DataFrame, *, total_steps: int | None = None, smoothing: int = 20, color: str = RUN_COLOR
 ) -> go.Figure:

@@ -12,7 +12,7 @@ from app.safe_text import csv_bytes, timestamp_text
 from app.sweep_frontier import finite_epsilon
 from cache import RunRecord, RunStatus
 from engine.privacy import is_unbounded
-from engine.training.spec import ALL_KEYS
+from engine.training.config.keys import ALL_KEYS
 
 FILTERS = {  # filter label → the run attribute it filters on
     "Dataset": lambda run: str(run.spec.get("dataset", "?")),

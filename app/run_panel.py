@@ -10,7 +10,7 @@ from app import charts, services, train_baseline
 from app.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
-from engine.training.spec import LEARNER_MODELS  # the textbook learners (seed 004)
+from engine.training.config.keys import LEARNER_MODELS  # the textbook learners (seed 004)
 
 POLL_SECONDS = 1.0  # a live run's charts redraw every second
 STARTING_POLL_SECONDS = 0.4  # until its first step is plotted: the wait after pressing Train is the one people feel

@@ -14,9 +14,9 @@ import streamlit as st
 
 from app import data_catalog, data_upload
 from cache import RunEvent, RunRecord, RunStatus, Store, StoreError, SweepRecord, data_home, datasets_dir, store_path
-from cache.archive import ArchiveError
-from cache.maintenance import check_deletable, delete_runs, folder_bytes, size_report, store_bytes
-from engine import ENGINE_VERSION
+from cache.archive.format import ArchiveError
+from cache.store.maintenance import check_deletable, delete_runs, folder_bytes, size_report, store_bytes
+from engine import ENGINE_VERSION, api
 from engine.jobs.queue import Submission, answer_from_store, submit
 from engine.jobs.settings import default_data_dirs, stale_after_s
 from engine.jobs.sweep import MAX_RUNS, SweepError, SweepSubmission, expand_sweep, submit_sweep
@@ -35,9 +35,9 @@ from engine.privacy import (
     rdp_curve,
     single_phase,
 )
+from engine.privacy.planning import MAX_PLAN_STEPS, MAX_TRAINING_STEPS, sampling_rate
 from engine.training import DATASETS, DatasetError, SpecError, dataset_info, parse_spec, plan_spec, steps_for
 from engine.training.datasets import DatasetInfo
-from engine.training.spec import MAX_STEPS as MAX_TRAINING_STEPS
 
 
 def get_store() -> Store:
@@ -150,19 +150,14 @@ def cancel_run(run_id: str) -> RunStatus:
 
 
 def metrics_frame(run_id: str) -> pd.DataFrame:
-    """Per-step metrics of a run, one row per step, one column per metric."""
-    rows = get_store().metrics(run_id)
-    if not rows:
-        return pd.DataFrame({"step": pd.Series(dtype=int)})
-    long = pd.DataFrame(rows, columns=["step", "name", "value"])
-    return long.pivot(index="step", columns="name", values="value").reset_index()
+    """Per-step metrics of a run, one row per step, one column per metric (the notebook API's frame)."""
+    return api.metrics(run_id, store=get_store())
 
 
 # --- Plan: what a DP-SGD schedule costs in privacy, before anything trains ---------------------------------------
 
 PLOT_POINTS = 200  # RDP and the composition theorems: microseconds a point once the per-step profile is known
 PLD_LINEAR_POINTS, PLD_GEOMETRIC_POINTS = 8, 5  # PLD costs ~0.1–0.5 s a point: a coarse grid, denser early
-MAX_PLAN_STEPS = 10_000_000  # beyond this the PLD curve and σ calibration take too long for an interactive page
 EPSILON_WARNING = 10.0  # a larger ε is a weak guarantee: the Plan page says so
 
 
@@ -220,7 +215,8 @@ def _schedule(settings: PlanSettings) -> tuple[float, int]:
     if settings.lot_size is not None:
         if not 1 <= settings.lot_size <= n:
             raise PrivacyError(f"lot size L = {settings.lot_size:,} must lie in [1, N = {n:,}] (q = L/N ≤ 1)")
-        q, steps = settings.lot_size / n, steps_for(epochs=settings.epochs, n_train=n, lot_size=settings.lot_size)
+        q = sampling_rate(lot_size=settings.lot_size, n_train=n)
+        steps = steps_for(epochs=settings.epochs, n_train=n, lot_size=settings.lot_size)
     else:
         q = settings.sampling_rate
         if q is None or not 0 < q <= 1:
@@ -641,7 +637,7 @@ def sklearn_baseline(dataset: str, data_dirs: tuple[str, ...]) -> Baseline:
     are missing). Seconds on Digits and Adult, minutes on the 60,000 MNIST images."""
     from pathlib import Path
 
-    from engine.training.baselines import sklearn_logistic_regression  # scikit-learn loads only when asked
+    from engine.training.algorithms.baselines import sklearn_logistic_regression  # scikit-learn loads only when asked
     from engine.training.datasets import load_dataset
 
     result = sklearn_logistic_regression(load_dataset(dataset, [Path(d) for d in data_dirs]))

@@ -8,9 +8,9 @@ from typing import Any
 
 from app.train_presets import PCA_DIMS, TARGET_MODE
 from engine.training import DATASETS
+from engine.training.config.keys import CLIPPING_MODES, Algorithm
 from engine.training.datasets import DatasetInfo
-from engine.training.models import cnn_supports
-from engine.training.spec import CLIPPING_MODES, Algorithm
+from engine.training.features.models import cnn_supports
 
 ALGORITHM_TITLES = {
     "dpsgd": "DP-SGD", "noisy_gd": "Noisy gradient descent", "nonprivate": "Non-private baseline",

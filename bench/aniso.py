@@ -2,7 +2,7 @@
 
 Each setting is trained three ways from one spec that differs only in `algorithm` (and granularity), so
 the plan, σ, the ε of the ledger, the DP-PCA projection, the Poisson lots and the model's initialization
-are shared: DP-SGD (isotropic), and aniso_dpsgd per layer and per coordinate (`engine.training.aniso`,
+are shared: DP-SGD (isotropic), and aniso_dpsgd per layer and per coordinate (`engine.training.algorithms.aniso`,
 default smoothing 0.9 and ratio 10). The figures are test accuracies and the paired differences
 aniso − iso per seed; the summary table on stderr shows them side by side.
 

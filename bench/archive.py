@@ -19,7 +19,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from cache.archive import FORMAT_NAME, FORMAT_VERSION
+from cache.archive.format import FORMAT_NAME, FORMAT_VERSION
 from engine import ENGINE_VERSION
 from engine.training import parse_spec
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import torch
 
 from engine.training import load_dataset, parse_spec, plan_spec
+from engine.training.algorithms.optimizers import OptimizerName, make_optimizer
 from engine.training.noise import random_streams
-from engine.training.optimizers import OptimizerName, make_optimizer
 from engine.training.trainer import build_run_model, make_step
 
 MODELS = {"logreg": {}, "mlp 64→128→10": {"model": "mlp", "hidden": [128]}}

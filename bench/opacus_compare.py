@@ -38,7 +38,7 @@ from bench import throughput
 from bench.throughput import CLIP_NORM, LR, NOISE_MULTIPLIER, SEED
 from engine.training import pick_device
 from engine.training.clipping import BookKeepingClipper
-from engine.training.models import build_model
+from engine.training.features.models import build_model
 
 OPACUS_MODES = ("hooks", "functorch", "ew", "ghost")
 

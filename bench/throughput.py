@@ -30,9 +30,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from engine.training import pick_device
+from engine.training.algorithms.dpsgd import scale
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
-from engine.training.dpsgd import scale
-from engine.training.models import build_model
+from engine.training.features.models import build_model
 from engine.training.noise import add_gaussian_noise
 
 N_FEATURES = 784

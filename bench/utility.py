@@ -50,7 +50,7 @@ from engine.training import (
     plan_run,
 )
 from engine.training import train as train_spec
-from engine.training.baselines import sklearn_logistic_regression
+from engine.training.algorithms.baselines import sklearn_logistic_regression
 
 SECTIONS: list[tuple[str, list[Run]]] = [
     ("presets", PRESETS),

@@ -3,8 +3,11 @@ that holds it (and downloaded datasets). Imports nothing from `engine` or `app`.
 """
 
 from cache.paths import data_home, datasets_dir, store_path
-from cache.records import WORKER_LOST, Answer, RunEvent, RunRecord, RunStatus, SweepRecord, WorkerRecord
-from cache.store import LostRun, NewRun, Store, StoreError
+from cache.store import Store
+from cache.store.connection import StoreError
+from cache.store.queue import LostRun
+from cache.store.records import WORKER_LOST, Answer, RunEvent, RunRecord, RunStatus, SweepRecord, WorkerRecord
+from cache.store.runs import NewRun
 
 __all__ = [
     "WORKER_LOST",

@@ -1,13 +1,11 @@
 """What the browser tests share: the dashboard (and a worker) as subprocesses on a fresh data home, waiting for
 the server's health check, headless Chromium, console errors collected from every page, and failure reports
-that carry the server's (and the worker's) log.
+that carry the server's (and the worker's) log. Screenshots go to the `artifacts` fixture's folder (conftest.py:
+$DPLAB_TEST_ARTIFACTS, else a temporary folder), never into the repository.
 
 Needs the Playwright Python package and Debian's Chromium at /usr/bin/chromium (no `playwright install`).
 """
 
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,8 +19,8 @@ from typing import NoReturn
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
 
-ROOT = Path(__file__).resolve().parents[1]
-ARTIFACTS = ROOT / "test-artifacts"  # screenshots (git-ignored)
+from tests.helpers import ROOT, home_env, stop_process
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -47,13 +45,7 @@ Fail = Callable[[str], NoReturn]
 
 def dashboard_env(home: Path) -> dict[str, str]:
     """This environment with `home` as the data home and the repository importable."""
-    return os.environ | {"DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return home_env(home, PYTHONUNBUFFERED="1")
 
 
 def dashboard_url(port: int) -> str:
@@ -66,10 +58,10 @@ def streamlit_command(port: int) -> list[str]:
             "--browser.gatherUsageStats", "false"]  # fmt: skip
 
 
-def fresh_artifact(name: str) -> Path:
-    """The path of screenshot `name` in ARTIFACTS, with no file left there by an earlier run."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / name
+def fresh_artifact(artifacts: Path, name: str) -> Path:
+    """The path of screenshot `name` in the folder `artifacts`, with no file left there by an earlier run."""
+    artifacts.mkdir(parents=True, exist_ok=True)
+    path = artifacts / name
     path.unlink(missing_ok=True)
     return path
 
@@ -99,18 +91,7 @@ def process(args: list[str], *, env: dict[str, str], log: Path) -> Iterator[subp
         try:
             yield proc
         finally:
-            stop(proc)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
+            stop_process(proc)
 
 
 def wait_healthy(port: int, server: subprocess.Popen, fail: Fail) -> None:
@@ -165,13 +146,15 @@ class ConsoleErrors(list[str]):
 
 
 def failure_report(exc: Exception, page: Page, *, screenshot: Path, errors: ConsoleErrors, charts_js: str = "") -> str:
-    """What went wrong, for `fail`: the exception, the page's URL, its charts (read by `charts_js`, if given) and
-    the console errors; a screenshot of the page is saved to `screenshot` where it can be taken."""
+    """What went wrong, for `fail`: the exception, the page's URL, its charts (read by `charts_js`, if given), the
+    console errors, and where the screenshots are; one of the page is saved to `screenshot` where it can be taken."""
     charts = "unknown"
     if charts_js:
         with suppress(Exception):
             charts = page.evaluate(charts_js)
+    shot = f"no screenshot could be taken; other screenshots in {screenshot.parent}"
     with suppress(Exception):
         page.screenshot(path=screenshot, full_page=True)
+        shot = f"screenshot: {screenshot}; others in {screenshot.parent}"
     seen = f"visible charts: {charts}; " if charts_js else ""
-    return f"{type(exc).__name__}: {exc}\n(page URL: {page.url}; {seen}console errors: {errors})"
+    return f"{type(exc).__name__}: {exc}\n(page URL: {page.url}; {seen}console errors: {errors})\n({shot})"

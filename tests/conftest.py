@@ -46,11 +46,31 @@ def shared_datasets() -> Path:
     pytest.skip("no copy of the UCI Adult files: set DPLAB_DATA_DIR (CI uses ../shared/datasets)")
 
 
-def fast_spec(**overrides) -> dict:
-    """The issue's acceptance spec: digits, logistic regression, ε = 3."""
-    spec = {
-        "dataset": "digits", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 3.0, "delta": 1e-5,
-        "clip_norm": 1.0, "lot_size": 64, "epochs": 20, "lr": 2.0, "seed": 0,
-    }  # fmt: skip
-    spec.update(overrides)
-    return spec
+ARTIFACTS_KEY = pytest.StashKey[Path]()
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory, pytestconfig) -> Path:
+    """The folder for screenshots and other files a test leaves for a person to look at: $DPLAB_TEST_ARTIFACTS if
+    set, else `artifacts/` in this session's pytest temporary folder. Never the repository."""
+    if configured := os.environ.get("DPLAB_TEST_ARTIFACTS"):
+        path = Path(configured).resolve()
+        path.mkdir(parents=True, exist_ok=True)
+    else:
+        path = tmp_path_factory.mktemp("artifacts", numbered=False)
+    pytestconfig.stash[ARTIFACTS_KEY] = path
+    return path
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say where the screenshots went, when a test took any."""
+    if (path := config.stash.get(ARTIFACTS_KEY, None)) is not None:
+        terminalreporter.write_line(f"test artifacts (screenshots): {path}")
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """The digits dataset, loaded once per module (imported here: a session that needs no dataset loads no torch)."""
+    from engine.training import load_dataset
+
+    return load_dataset("digits")

@@ -90,6 +90,7 @@ UPFRONT = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     phases=st.lists(PHASE, min_size=1, max_size=4),

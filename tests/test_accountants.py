@@ -165,7 +165,7 @@ def test_sampling_without_replacement_is_replace_one_and_shuffle_is_refused():
     assert "APPROXIMATION" in statement.text()
 
 
-@pytest.mark.parametrize("name", ["rdp", "pld", "advanced"])
+@pytest.mark.parametrize("name", ["rdp", "pld", pytest.param("advanced", marks=pytest.mark.slow)])
 def test_calibration_round_trips(name):
     q, steps, delta, target = 0.01, 2000, 1e-5, 2.0
     sigma = calibrate_noise_multiplier(target_epsilon=target, delta=delta, sampling_rate=q, steps=steps,
@@ -217,6 +217,7 @@ def test_out_of_range_arguments_are_named_errors(bad):
         composition.naive_curve(dpsgd_ledger(0.01, 1.0, 10), **bad)
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(
     q=st.floats(1e-3, 0.1),

@@ -11,23 +11,18 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 from scipy import stats
 
-from engine.training import Algorithm, load_dataset, parse_spec, plan_run, train
+from engine.training import Algorithm, parse_spec, plan_run, train
+from engine.training.algorithms.dpsgd import clip_and_accumulate, clip_thresholds
+from engine.training.algorithms.noisy_gd import BinaryLogistic, clip_rows, noisy_count, noisy_gd_step
+from engine.training.algorithms.nonprivate import ShuffledBatches
 from engine.training.clipping import BookKeepingClipper, per_layer_thresholds
-from engine.training.dpsgd import clip_and_accumulate, clip_thresholds
-from engine.training.models import build_model
-from engine.training.noisy_gd import BinaryLogistic, clip_rows, noisy_count, noisy_gd_step
-from engine.training.nonprivate import ShuffledBatches
-from engine.training.pca import normalize_rows, pca_projection, symmetric_gaussian
-from engine.training.plan import TrainingPlan
-from engine.training.schedules import Schedule, ScheduleKind
-from tests.conftest import fast_spec
+from engine.training.config.plan import TrainingPlan
+from engine.training.config.schedules import Schedule, ScheduleKind
+from engine.training.features.models import build_model
+from engine.training.features.pca import normalize_rows, pca_projection, symmetric_gaussian
+from tests.helpers import fast_spec
 
 ALPHA = 1e-6
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_dataset("digits")
 
 
 @pytest.fixture(scope="module")
@@ -339,7 +334,7 @@ def test_canonical_form_fills_defaults():
 
 
 def test_scatternet_features_are_per_example_and_cached(tmp_path):
-    from engine.training import scatternet
+    from engine.training.features import scatternet
 
     rng = np.random.default_rng(7)
     x = rng.random((5, 16 * 16)).astype(np.float32)

@@ -14,9 +14,9 @@ import torch.nn.functional as F
 from scipy import stats
 from torch import nn
 
-from engine.training import aniso as aniso_module
-from engine.training import load_dataset, parse_spec, pick_device, train
-from engine.training.aniso import (
+from engine.training import parse_spec, pick_device, train
+from engine.training.algorithms import aniso as aniso_module
+from engine.training.algorithms.aniso import (
     AnisoDPSGD,
     ReleasedGradientWeights,
     WeightLayout,
@@ -26,12 +26,12 @@ from engine.training.aniso import (
     weights_from_sensitivity,
 )
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
-from engine.training.models import build_model
+from engine.training.config.keys import Algorithm
+from engine.training.config.plan import TrainingPlan
+from engine.training.features.models import build_model
 from engine.training.noise import random_streams
-from engine.training.plan import TrainingPlan
-from engine.training.spec import Algorithm
 from engine.training.trainer import build_run_model, make_step
-from tests.conftest import fast_spec
+from tests.helpers import fast_spec
 
 ALPHA = 1e-6  # false-failure rate of each statistical test below
 
@@ -282,7 +282,7 @@ def run_steps(spec: dict, steps: int, data, *, streams_of: dict | None = None) -
     that two algorithms can be compared on the same draws."""
     parsed = parse_spec(spec)
     streams = random_streams(parse_spec(streams_of or spec), torch.device("cpu"))
-    from engine.training.plan import plan_run
+    from engine.training.config.plan import plan_run
 
     plan = plan_run(parsed, n_train=len(data.x_train))
     x, y = torch.as_tensor(data.x_train), torch.as_tensor(data.y_train)
@@ -293,11 +293,6 @@ def run_steps(spec: dict, steps: int, data, *, streams_of: dict | None = None) -
     for t in range(1, steps + 1):
         step(t)
     return [p.detach().clone() for p in model.parameters()]
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_dataset("digits")
 
 
 def test_with_weights_one_a_step_is_dpsgd_exactly(digits):

@@ -2,7 +2,6 @@
 badge, private diagnostics, non-private baselines, runs list."""
 
 import base64
-import json
 
 import numpy as np
 import pytest
@@ -13,11 +12,11 @@ from app.safe_text import unescape
 from app.train_presets import FORM_DEFAULTS, PRESETS
 from app.train_spec import ALGORITHM_TITLES, raw_spec
 from cache import RunStatus
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec, plan_spec
-from tests.conftest import ROOT, fast_spec
+from tests.apptest_helpers import MAIN, chart_specs, chart_titles, metrics
+from tests.helpers import fast_spec
 
-MAIN = str(ROOT / "app" / "main.py")
 WIDGET_KINDS = ("selectbox", "select_slider", "slider", "radio", "checkbox", "number_input", "button")
 
 
@@ -34,10 +33,6 @@ def open_app() -> AppTest:
     return at
 
 
-def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
-
-
 def form_spec(at: AppTest) -> dict:
     """The raw spec the Train form describes, from its widget values."""
     return raw_spec({name: at.session_state[f"train_{name}"] for name in FORM_DEFAULTS})
@@ -47,19 +42,11 @@ def labels(at: AppTest) -> set[str]:
     return {w.label for kind in WIDGET_KINDS for w in getattr(at, kind)}
 
 
-def chart_specs(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
-
-
 def points(values: list | dict) -> int:
     """The length of a trace's coordinate array (Plotly sends numeric arrays base64-encoded)."""
     if isinstance(values, dict):
         return len(np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]))
     return len(values)
-
-
-def chart_titles(at: AppTest) -> list[str]:
-    return [spec["layout"]["title"]["text"] for spec in chart_specs(at)]
 
 
 def preset_named(fragment: str) -> str:

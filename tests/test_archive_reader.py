@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cache import Store
-from cache.archive import ArchiveError
-from cache.archive_reader import MAX_METRIC_LINE, _lines, json_array
-from cache.schema import MIGRATIONS
+from cache.archive.format import ArchiveError
+from cache.archive.reader import MAX_METRIC_LINE, _lines, json_array
+from cache.store.schema import MIGRATIONS
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**30), 10**30) | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -56,7 +56,7 @@ def test_a_malformed_json_array_is_named_with_its_line_and_column(text, message)
 
 
 def test_an_element_larger_than_the_limit_is_refused_without_reading_on(monkeypatch):
-    monkeypatch.setattr("cache.archive_reader.MAX_ELEMENT_BYTES", 1000)
+    monkeypatch.setattr("cache.archive.reader.MAX_ELEMENT_BYTES", 1000)
     chunks = iter(['[{"a": "', "x" * 600, "x" * 600, "x" * 600, '"}]'])
     with pytest.raises(ArchiveError, match="larger than 1,000 characters"):
         list(json_array(chunks, where="runs.json"))

@@ -5,18 +5,21 @@ charts (and the form's planned ε), also when its URL is opened again (in the da
 error throughout.
 
 Needs the Playwright Python package and Debian's Chromium at /usr/bin/chromium (no `playwright install`).
-Screenshots go to test-artifacts/ (git-ignored) under the repository root: browser-train-live.png (while
-training), browser-train.png (cancelled, light theme), browser-train-dark.png (the reopened URL, dark theme).
+Screenshots go to the `artifacts` folder ($DPLAB_TEST_ARTIFACTS, else pytest's temporary folder; see conftest.py):
+browser-train-live.png (while training), browser-train.png (cancelled, light theme), browser-train-dark.png (the
+reopened URL, dark theme).
 """
 
 import re
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page
 
+from engine.privacy.planning import steps_for
 from engine.training import DATASETS
-from engine.training.plan import steps_for
 from tests import browser_helpers as helpers
+from tests.helpers import free_port
 
 TIMEOUT_MS = 90_000
 EPSILON_TITLE = "Cumulative privacy loss"
@@ -99,11 +102,13 @@ def _status_heading(page: Page, run_id: str, status: str):
     return page.locator("h3", has_text=run_id).filter(has_text=f"· {status}").first
 
 
-def test_train_in_browser_charts_gain_points_while_training(tmp_path: Path) -> None:
-    env, port = helpers.dashboard_env(tmp_path / "home"), helpers.free_port()
+@pytest.mark.browser
+@pytest.mark.slow
+def test_train_in_browser_charts_gain_points_while_training(tmp_path: Path, artifacts: Path) -> None:
+    env, port = helpers.dashboard_env(tmp_path / "home"), free_port()
     worker_log, server_log = tmp_path / "worker.log", tmp_path / "server.log"
     fail = helpers.failing_with_logs(server=server_log, worker=worker_log)
-    failure_png = helpers.fresh_artifact("browser-train-failure.png")
+    failure_png = helpers.fresh_artifact(artifacts, "browser-train-failure.png")
     console_errors = helpers.ConsoleErrors()
     with (
         helpers.process(helpers.WORKER_COMMAND, env=env, log=worker_log) as worker,
@@ -131,7 +136,7 @@ def test_train_in_browser_charts_gain_points_while_training(tmp_path: Path) -> N
             training.wait_for(timeout=10_000)  # still training (tolerates a redraw of the heading)
             second = _wait_for_more_points(page, first)
             assert second[0] > first[0] and second[1] > first[1], (first, second)
-            page.screenshot(path=helpers.ARTIFACTS / "browser-train-live.png", full_page=True)
+            page.screenshot(path=artifacts / "browser-train-live.png", full_page=True)
             assert worker.poll() is None, "the worker exited while training"
 
             page.get_by_role("button", name="Cancel run").click(timeout=TIMEOUT_MS)
@@ -141,7 +146,7 @@ def test_train_in_browser_charts_gain_points_while_training(tmp_path: Path) -> N
             assert final[0] >= second[0] and final[1] >= second[1], (second, final)
             assert page.locator('[data-testid="stException"]').count() == 0
             assert page.get_by_role("button", name="Cancel run").count() == 0
-            page.screenshot(path=helpers.ARTIFACTS / "browser-train.png", full_page=True)
+            page.screenshot(path=artifacts / "browser-train.png", full_page=True)
 
             # The URL names the run: opened again (here in the dark theme), it shows the same run.
             dark = console_errors.watch(browser.new_page(viewport={"width": 1500, "height": 2000}, color_scheme="dark"))
@@ -149,7 +154,7 @@ def test_train_in_browser_charts_gain_points_while_training(tmp_path: Path) -> N
             _status_heading(dark, run_id, "cancelled").wait_for(timeout=TIMEOUT_MS)
             _wait_for_all_charts(dark)
             assert _run_id_from_url(dark.url) == run_id, f"run id lost on reload: {dark.url}"
-            dark.screenshot(path=helpers.ARTIFACTS / "browser-train-dark.png", full_page=True)
+            dark.screenshot(path=artifacts / "browser-train-dark.png", full_page=True)
         except Exception as exc:
             fail(
                 helpers.failure_report(

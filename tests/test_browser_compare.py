@@ -1,6 +1,7 @@
 """The Compare page in a real browser: with two finished tiny runs in a fresh store, select both in
 headless Chromium, check that every chart draws both runs, download the table as CSV, and see no
-console error. Screenshot: test-artifacts/browser-compare.png.
+console error. Screenshot: browser-compare.png in the `artifacts` folder ($DPLAB_TEST_ARTIFACTS, else pytest's
+temporary folder; see conftest.py).
 
 Needs the Playwright Python package and Debian's Chromium at /usr/bin/chromium (see tests/browser_helpers.py).
 """
@@ -10,12 +11,14 @@ import io
 import threading
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page
 
 from cache import Store
 from engine.jobs.sweep import submit_sweep
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from tests import browser_helpers as helpers
+from tests.helpers import free_port
 from tests.test_sweep_compare_pages import TINY_SWEEP
 
 TIMEOUT_MS = 30_000
@@ -85,11 +88,13 @@ def _screenshot_whole_page(page: Page, path: Path) -> None:
     page.screenshot(path=path, full_page=True)
 
 
-def test_compare_two_runs_in_browser(tmp_path: Path) -> None:
+@pytest.mark.browser
+@pytest.mark.slow
+def test_compare_two_runs_in_browser(tmp_path: Path, artifacts: Path) -> None:
     home = tmp_path / "home"
-    env, port, server_log = helpers.dashboard_env(home), helpers.free_port(), tmp_path / "server.log"
+    env, port, server_log = helpers.dashboard_env(home), free_port(), tmp_path / "server.log"
     fail = helpers.failing_with_logs(server=server_log)
-    failure_png = helpers.fresh_artifact("browser-compare-failure.png")
+    failure_png = helpers.fresh_artifact(artifacts, "browser-compare-failure.png")
     errors = helpers.ConsoleErrors()
     store = Store(home / "runs.sqlite3")
     run_ids = list(submit_sweep(store, TINY_SWEEP).run_ids)
@@ -115,7 +120,7 @@ def test_compare_two_runs_in_browser(tmp_path: Path) -> None:
             assert all(float(row["epsilon"]) > 0 and 0 < float(row["test_accuracy"]) <= 1 for row in rows)
 
             page.mouse.move(0, 0)  # no tooltip in the picture
-            _screenshot_whole_page(page, helpers.ARTIFACTS / "browser-compare.png")
+            _screenshot_whole_page(page, artifacts / "browser-compare.png")
             assert not errors, f"console errors: {errors}"
         except Exception as exc:
             fail(helpers.failure_report(exc, page, screenshot=failure_png, errors=errors, charts_js=CHARTS_JS))

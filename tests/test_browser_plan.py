@@ -2,14 +2,17 @@
 watch the calibrated σ and the chart follow, with no console error. No worker runs: planning never trains.
 
 Needs the Playwright Python package and Debian's Chromium at /usr/bin/chromium (no `playwright install`).
-Screenshots go to test-artifacts/ (git-ignored): browser-plan.png (light theme), browser-plan-dark.png.
+Screenshots go to the `artifacts` folder ($DPLAB_TEST_ARTIFACTS, else pytest's temporary folder; see conftest.py):
+browser-plan.png (light theme), browser-plan-dark.png.
 """
 
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page
 
 from tests import browser_helpers as helpers
+from tests.helpers import free_port
 
 TIMEOUT_MS = 60_000
 SIGMA_LABEL = "Noise multiplier σ"
@@ -33,10 +36,12 @@ def wait_until_settled(page: Page) -> None:
     page.wait_for_function(CHART_DRAWN_JS, arg=4, timeout=TIMEOUT_MS, polling=100)
 
 
-def test_plan_page_follows_the_epsilon_slider_without_console_errors(tmp_path: Path) -> None:
-    env, port, server_log = helpers.dashboard_env(tmp_path / "home"), helpers.free_port(), tmp_path / "server.log"
+@pytest.mark.browser
+@pytest.mark.slow
+def test_plan_page_follows_the_epsilon_slider_without_console_errors(tmp_path: Path, artifacts: Path) -> None:
+    env, port, server_log = helpers.dashboard_env(tmp_path / "home"), free_port(), tmp_path / "server.log"
     fail = helpers.failing_with_logs(server=server_log)
-    failure_png = helpers.fresh_artifact("browser-plan-failure.png")
+    failure_png = helpers.fresh_artifact(artifacts, "browser-plan-failure.png")
     console_errors = helpers.ConsoleErrors()
     with helpers.healthy_dashboard(port, env=env, log=server_log, fail=fail), helpers.chromium() as browser:
         # Tall enough for the whole page: Streamlit scrolls inside its own container, not the document.
@@ -65,11 +70,11 @@ def test_plan_page_follows_the_epsilon_slider_without_console_errors(tmp_path: P
             assert float(sigma_after) < float(sigma_before), (sigma_before, sigma_after)  # more ε, less noise
             page.get_by_text("target ε = 4", exact=True).wait_for(timeout=TIMEOUT_MS)  # the chart followed
             assert page.locator('[data-testid="stException"]').count() == 0
-            page.screenshot(path=helpers.ARTIFACTS / "browser-plan.png", full_page=True)
+            page.screenshot(path=artifacts / "browser-plan.png", full_page=True)
 
             page.emulate_media(color_scheme="dark")  # Streamlit follows the system theme by default
             page.wait_for_timeout(500)
-            page.screenshot(path=helpers.ARTIFACTS / "browser-plan-dark.png", full_page=True)
+            page.screenshot(path=artifacts / "browser-plan-dark.png", full_page=True)
         except Exception as exc:
             fail(helpers.failure_report(exc, page, screenshot=failure_png, errors=console_errors))
     assert not console_errors, console_errors

@@ -4,12 +4,11 @@ target). The spec, the plan, the Train page and the stored plan all say which on
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from engine.privacy import final_epsilon
 from engine.training import SpecError, parse_spec, plan_spec
-from tests.conftest import ROOT, fast_spec
-
-MAIN = str(ROOT / "app" / "main.py")
+from tests.apptest_helpers import MAIN
+from tests.helpers import fast_spec
 
 
 def test_a_target_spec_names_its_calibration_accountant_and_rdp_is_the_default():

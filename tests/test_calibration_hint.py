@@ -5,11 +5,11 @@ import pytest
 
 from cache import RunStatus
 from engine.jobs.queue import submit
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from engine.privacy import dpsgd_step_event, single_phase
 from engine.privacy.calibration import HINT_SLACK, calibrate_sigma, final_epsilon
 from engine.training import parse_spec, plan_spec
-from tests.conftest import fast_spec
+from tests.helpers import fast_spec
 
 Q, STEPS, DELTA, TARGET = 0.01, 2_000, 1e-5, 2.0
 

@@ -1,31 +1,16 @@
 """`python -m engine`: the command line a user (and CI) drives."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 from dp_accounting import dp_event
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
-from tests.conftest import ROOT, fast_spec
+from tests.helpers import cli, fast_spec, last_json
 
 
-def cli(home, *args, check=True):
-    env = {**os.environ, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
-    if check:
-        assert proc.returncode == 0, proc.stderr
-    return proc
-
-
-def last_json(proc):
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
+@pytest.mark.slow
 def test_train_prints_result_json_and_caches(home, tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(fast_spec()))
@@ -42,6 +27,7 @@ def test_train_prints_result_json_and_caches(home, tmp_path):
         assert forced[key] == first[key], key
 
 
+@pytest.mark.slow
 def test_submit_worker_runs(home, tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(fast_spec(epochs=2)))
@@ -55,6 +41,7 @@ def test_submit_worker_runs(home, tmp_path):
     assert last_json(cli(home, "show", run_id))["plan"]["steps"] == 45
 
 
+@pytest.mark.slow
 def test_epsilon_by_one_accountant_or_all_of_them(home):
     args = ["epsilon", "--sampling-rate", "0.01", "--noise-multiplier", "1.1", "--steps", "1000", "--delta", "1e-5"]
     event = dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(1.1)), 1000)
@@ -75,6 +62,7 @@ def test_epsilon_by_one_accountant_or_all_of_them(home):
     assert (same["steps"], same["epsilon"]) == (1000, tightest["epsilon"])
 
 
+@pytest.mark.slow
 def test_calibrate_meets_the_target_by_the_accountant_it_names(home):
     out = last_json(cli(home, "calibrate", "--epsilon", "2", "--delta", "1e-5", "--sampling-rate", "0.01",
                         "--steps", "1000"))  # fmt: skip
@@ -115,6 +103,7 @@ def test_unreachable_calibration_is_an_error_not_garbage(home):
     assert proc.returncode == 2 and "unreachable" in proc.stderr
 
 
+@pytest.mark.slow
 def test_algorithms_and_datasets_are_listed_with_description_and_source(home):
     algorithms = last_json(cli(home, "algorithms", "--json"))
     by_name = {a["name"]: a for a in algorithms}
@@ -130,6 +119,7 @@ def test_algorithms_and_datasets_are_listed_with_description_and_source(home):
     assert "noisy_gd" in cli(home, "algorithms").stdout
 
 
+@pytest.mark.slow
 def test_nonprivate_run_from_the_cli_reports_no_epsilon(home, tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"dataset": "digits", "model": "logreg", "algorithm": "nonprivate", "lot_size": 64,
@@ -139,6 +129,7 @@ def test_nonprivate_run_from_the_cli_reports_no_epsilon(home, tmp_path):
     assert "ε=∞" in cli(home, "runs").stdout
 
 
+@pytest.mark.slow
 def test_sklearn_baseline(home):
     result = last_json(cli(home, "baseline", "digits"))
     assert result["test_accuracy"] > 0.9 and result["private"] is False

@@ -9,7 +9,7 @@ from cache import RunStatus, Store
 from engine.jobs.queue import submit
 from engine.jobs.sweep import submit_sweep
 from engine.training import parse_spec
-from tests.conftest import fast_spec
+from tests.helpers import fast_spec
 
 PROCESSES = 24
 TIMEOUT_S = 300  # a hang bound, not a speed target

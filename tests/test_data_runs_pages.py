@@ -4,7 +4,6 @@ history, cancel, export and import) under Streamlit's AppTest."""
 import hashlib
 import io
 import json
-import random
 import zipfile
 from pathlib import Path
 
@@ -16,28 +15,10 @@ from app.safe_text import unescape
 from cache import RunStatus, Store
 from engine.jobs.queue import submit
 from engine.jobs.transfer import export_runs, import_runs
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
-from tests.conftest import ROOT, fast_spec
-
-MAIN = str(ROOT / "app" / "main.py")
-
-
-def open_page(page: str) -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def errors(at: AppTest) -> list[str]:
-    """The errors as they read: untrusted text in them is backslash-escaped Markdown (`app.safe_text.literal`)."""
-    return [unescape(e.value) for e in at.error]
-
-
-def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+from tests.apptest_helpers import errors, metrics, open_page
+from tests.helpers import fast_spec, synthetic_csv
 
 
 def table_with(at: AppTest, column: str):
@@ -45,18 +26,6 @@ def table_with(at: AppTest, column: str):
 
 
 # ---------------------------------------------------------------------------------------- the Data page
-
-
-def synthetic_csv(rows: int = 200, seed: int = 0) -> bytes:
-    """age and income numeric, city categorical, notes free text (ignored), label the target."""
-    rng = random.Random(seed)
-    lines = ["age,income,city,notes,label"]
-    for i in range(rows):
-        city = rng.choice(["Lyon", "Oslo", "Quito"])
-        age = rng.randint(18, 90)
-        label = "yes" if (age > 50) ^ (rng.random() < 0.1) else "no"
-        lines.append(f"{age},{rng.uniform(0, 200_000):.2f},{city},free text {i},{label}")
-    return ("\n".join(lines) + "\n").encode()
 
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:
@@ -80,7 +49,7 @@ def saved_files(home: Path) -> list[Path]:
 
 
 def test_data_page_lists_the_datasets_with_their_sizes(home):
-    at = open_page("views/data.py")
+    at = open_page("data")
     assert at.title[0].value == "Data"
     table = table_with(at, "available").set_index("dataset")
     assert set(table.index) >= {"digits", "adult", "mnist", "fashion-mnist", "cifar10"}
@@ -90,9 +59,10 @@ def test_data_page_lists_the_datasets_with_their_sizes(home):
     assert {"Run store", "Downloaded datasets", "Your uploads"} <= set(metrics(at))
 
 
+@pytest.mark.slow
 def test_a_csv_goes_from_upload_through_its_schema_to_a_saved_dataset(home, store):
     data = synthetic_csv()
-    at = upload(open_page("views/data.py"), "people.csv", data)
+    at = upload(open_page("data"), "people.csv", data)
     assert any("200 data rows, 5 columns" in m.value for m in at.markdown)
     preview = table_with(at, "notes")
     assert list(preview.columns) == ["age", "income", "city", "notes", "label"] and len(preview) == 20
@@ -144,7 +114,7 @@ def test_a_saved_upload_is_offered_on_the_train_page_and_trains_with_its_schema(
               "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
     saved = data_upload.save_upload(home, file_name="people.csv", data=synthetic_csv(), raw_schema=schema,
                                     label="People (synthetic)")  # fmt: skip
-    at = open_page("views/train.py")
+    at = open_page("train")
     options = at.selectbox(key="train_dataset").options
     assert "People (synthetic) (your upload)" in options
     at.selectbox(key="train_dataset").set_value(saved.dataset).run()
@@ -180,7 +150,7 @@ MALFORMED = {
 @pytest.mark.parametrize("case", list(MALFORMED))
 def test_a_malformed_upload_is_explained_and_nothing_is_saved(home, case):
     data, expected = MALFORMED[case]
-    at = upload(open_page("views/data.py"), f"{case}.csv", data)
+    at = upload(open_page("data"), f"{case}.csv", data)
     shown = errors(at)
     assert len(shown) == 1 and expected in shown[0] and f"{case}.csv" in shown[0], shown
     assert "Nothing was saved" in shown[0]
@@ -192,13 +162,13 @@ def test_a_malformed_upload_is_explained_and_nothing_is_saved(home, case):
 def test_an_upload_over_the_size_limit_is_refused(home, monkeypatch):
     monkeypatch.setattr(data_upload, "MAX_CSV_BYTES", 1_000)
     data = synthetic_csv(rows=60, seed=1)
-    at = upload(open_page("views/data.py"), "big.csv", data)
+    at = upload(open_page("data"), "big.csv", data)
     assert any(f"{len(data):,} bytes, more than the upload limit of 1,000 bytes" in e for e in errors(at))
     assert saved_files(home) == []
 
 
 def test_schema_errors_name_the_field(home):
-    at = upload(open_page("views/data.py"), "people.csv", synthetic_csv(seed=2))
+    at = upload(open_page("data"), "people.csv", synthetic_csv(seed=2))
     declare_bounds(at, age=(100, 17), income=(0, 250_000))
     assert any("schema.numeric.age" in e and "lower < upper" in e for e in errors(at))
     assert at.button(key="data_save").disabled
@@ -216,7 +186,7 @@ def test_schema_errors_name_the_field(home):
 
 def test_a_row_outside_the_declared_classes_fails_the_save_and_keeps_nothing(home):
     data = synthetic_csv(seed=3).replace(b",yes\n", b",maybe\n", 1)  # one row with a third label
-    at = upload(open_page("views/data.py"), "people.csv", data)
+    at = upload(open_page("data"), "people.csv", data)
     at.text_area(key="data_classes").set_value("no\nyes")
     declare_bounds(at, age=(17, 100), income=(0, 250_000))
     at.button(key="data_save").click().run()
@@ -250,7 +220,7 @@ def test_runs_page_counts_filters_and_opens_a_failed_run(home, store):
     done = finished_run(store)
     failed = failed_run(store, "training diverged: loss is NaN at step 12")
     queued = queued_run(store, seed=5)
-    at = open_page("views/runs.py")
+    at = open_page("runs")
     assert {k: metrics(at)[k] for k in ("queued", "running", "finished", "failed", "cancelled")} == {
         "queued": "1", "running": "0", "finished": "1", "failed": "1", "cancelled": "0"}  # fmt: skip
     assert set(table_with(at, "status")["run"]) == {done, failed, queued}
@@ -271,7 +241,7 @@ def test_runs_page_counts_filters_and_opens_a_failed_run(home, store):
 
 def test_queued_runs_are_cancelled_from_the_queue(home, store):
     first, second, third = (queued_run(store, seed=s) for s in (1, 2, 3))
-    at = open_page("views/runs.py")
+    at = open_page("runs")
     order = [m.value for m in at.markdown if "in the queue" in m.value]
     assert [next(r for r in (first, second, third) if r in line) for line in order] == [first, second, third]
     at.button(key=f"runs_cancel::{second}").click().run()
@@ -291,7 +261,7 @@ def test_export_then_import_into_another_store(home, store, tmp_path, monkeypatc
     done = finished_run(store)
     failed = failed_run(store, "boom")
     queued = queued_run(store, seed=7)
-    at = open_page("views/runs.py")
+    at = open_page("runs")
     options = at.multiselect(key="runs_export_ids").options
     assert queued not in " ".join(options)  # only terminal runs can be exported
     at.multiselect(key="runs_export_ids").set_value([done, failed]).run()
@@ -308,7 +278,7 @@ def test_export_then_import_into_another_store(home, store, tmp_path, monkeypatc
 
     # The page's import, into a third lab (a fresh data home): the checkbox to serve from the cache is unticked.
     monkeypatch.setenv("DPLAB_HOME", str(tmp_path / "third"))
-    third = open_page("views/runs.py")
+    third = open_page("runs")
     third.file_uploader(key="runs_import_file").set_value(("runs.zip", archive, "application/zip")).run()
     assert any("2 run(s) (1 finished, 1 failed)" in c.value for c in third.caption)
     serve = third.checkbox(key="runs_import_serve")
@@ -334,7 +304,7 @@ def test_an_import_serves_from_the_cache_only_when_ticked_and_says_so(home, tmp_
     source = Store(tmp_path / "source.sqlite3")
     done = finished_run(source)
     archive = export_runs(source, all_runs=True)
-    at = open_page("views/runs.py")
+    at = open_page("runs")
     at.file_uploader(key="runs_import_file").set_value(("runs.zip", archive, "application/zip")).run()
     at.checkbox(key="runs_import_serve").check().run()
     assert any("Results computed elsewhere" in w.value for w in at.warning)
@@ -386,7 +356,7 @@ def test_a_malformed_archive_is_explained_and_changes_nothing(home, store, tmp_p
     valid = export_runs(source, all_runs=True)
     here = failed_run(store, "boom")
     before = [(r.id, r.status) for r in store.list_runs()]
-    at = open_page("views/runs.py")
+    at = open_page("runs")
     for case, data in broken_archives(valid).items():
         at.file_uploader(key="runs_import_file").set_value((f"{case}.zip", data, "application/zip")).run()
         assert not at.exception, (case, at.exception)
@@ -406,11 +376,11 @@ def own_widgets(at: AppTest) -> list:
 
 
 def test_every_widget_of_both_pages_explains_itself_in_a_tooltip(home, store):
-    at = upload(open_page("views/data.py"), "people.csv", synthetic_csv(seed=4))
+    at = upload(open_page("data"), "people.csv", synthetic_csv(seed=4))
     done = finished_run(store)
     queued_run(store, seed=8)
     queued_run(store, seed=9)
-    runs = open_page("views/runs.py")
+    runs = open_page("runs")
     runs.multiselect(key="runs_export_ids").set_value([done]).run()
     runs.button(key="runs_export_prepare").click().run()
     widgets = own_widgets(at) + own_widgets(runs)

@@ -9,12 +9,13 @@ import pytest
 import torch
 from scipy import stats
 
+from engine.privacy.planning import steps_for
+from engine.training.algorithms.dpsgd import dpsgd_step
 from engine.training.clipping import BookKeepingClipper
-from engine.training.dpsgd import dpsgd_step
-from engine.training.models import build_model
+from engine.training.config.keys import Algorithm
+from engine.training.config.plan import TrainingPlan
+from engine.training.features.models import build_model
 from engine.training.noise import add_gaussian_noise, sample_poisson_lot
-from engine.training.plan import TrainingPlan, steps_for
-from engine.training.spec import Algorithm
 
 ALPHA = 1e-6  # false-failure rate of each statistical test below
 

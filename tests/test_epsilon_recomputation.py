@@ -32,10 +32,9 @@ from app import data_upload
 from cache import RunRecord, RunStatus, Store
 from engine.jobs.queue import submit
 from engine.jobs.sweep import submit_sweep
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
-from tests.conftest import fast_spec
-from tests.test_data_runs_pages import synthetic_csv
+from tests.helpers import fast_spec, synthetic_csv
 
 SCHEMA = {"target": "label", "classes": ["no", "yes"], "numeric": {"age": [17, 100], "income": [0, 250_000]},
           "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
@@ -252,6 +251,7 @@ def displayed(store: Store, run: RunRecord) -> list[tuple[str, int, float]]:
 # ------------------------------------------------------------------ the checks
 
 
+@pytest.mark.slow
 def test_the_audit_covers_every_algorithm_schedules_pca_a_cancelled_run_and_stacks(audited):
     runs = audited[1]
     assert len(runs) >= 30

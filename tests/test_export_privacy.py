@@ -9,7 +9,7 @@ import re
 import pytest
 
 from cache import RunStatus, Store
-from cache.archive_reader import read_archive
+from cache.archive.reader import read_archive
 from engine import ENGINE_VERSION
 from engine.jobs.disclosure import (
     PRIVATE_DIAGNOSTICS,
@@ -21,9 +21,8 @@ from engine.jobs.disclosure import (
 )
 from engine.jobs.transfer import import_runs, prepare_export, summarize_archive
 from engine.training import StepRecord, TrainResult, parse_spec
-from tests.conftest import fast_spec
+from tests.helpers import edit_json, fast_spec, unzip
 from tests.test_maintenance import cli_json, result_for, run_cli
-from tests.test_transfer import edit_json, unzip
 
 STEPS = 4
 ACCOUNTANT_CURVES = ("epsilon_naive", "epsilon_advanced", "epsilon_zcdp", "epsilon_pld")

@@ -8,7 +8,6 @@ import contextlib
 import multiprocessing
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from cache import RunStatus, Store
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import submit
 from engine.training import parse_spec
-from tests.conftest import ROOT, fast_spec
+from tests.helpers import ROOT, fast_spec, free_port, home_env, stop_process_group, wait_for
 
 STALE_AFTER_S = 3.0
 FAST_HEARTBEAT = {"DPLAB_HEARTBEAT_S": "0.3", "DPLAB_STALE_AFTER_S": str(STALE_AFTER_S)}
@@ -29,34 +28,13 @@ TERMINAL = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 def env_for(home: Path, **overrides: str) -> dict[str, str]:
-    return {**os.environ, **FAST_HEARTBEAT, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-            **overrides}  # fmt: skip
+    return home_env(home, **(FAST_HEARTBEAT | {"OMP_NUM_THREADS": "1"} | overrides))
 
 
 def start(home: Path, *args: str, log: Path | None = None, **env: str) -> subprocess.Popen:
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (closed with the process)
     return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env_for(home, **env), stdout=out, stderr=out,
                             start_new_session=True)  # fmt: skip
-
-
-def wait_for(predicate, *, timeout: float, what: str, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def stop(proc: subprocess.Popen) -> int:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def queue(store: Store, **overrides) -> str:
@@ -74,6 +52,7 @@ def running_with_progress(store: Store, run_id: str, steps: int = 3):
     return run if run.status is RunStatus.RUNNING and run.progress_step >= steps else None
 
 
+@pytest.mark.slow
 def test_kill_9_of_a_pool_worker_fails_its_run_and_the_queue_goes_on(home, store, tmp_path):
     long = queue(store, epochs=500)
     # Heartbeats go stale only after 10 minutes here, so the run can fail only because the pool saw its worker die
@@ -93,11 +72,12 @@ def test_kill_9_of_a_pool_worker_fails_its_run_and_the_queue_goes_on(home, store
         alive = wait_for(lambda: len(store.list_workers()) == 2, timeout=30, what="the pool to replace its worker")
         assert alive
     finally:
-        assert stop(pool) == 0, (tmp_path / "pool.log").read_text()[-3000:]
+        assert stop_process_group(pool) == 0, (tmp_path / "pool.log").read_text()[-3000:]
     assert store.integrity_ok()
     assert store.list_workers() == [], "a stopped pool leaves no worker registered as alive"
 
 
+@pytest.mark.slow
 def test_a_worker_killed_without_a_pool_is_reaped_after_its_heartbeat_goes_stale(home, store, tmp_path):
     lost_id = queue(store, epochs=500)
     lone = start(home, "-m", "engine", "worker", "--once", "--poll", "0.1")
@@ -112,10 +92,11 @@ def test_a_worker_killed_without_a_pool_is_reaped_after_its_heartbeat_goes_stale
         assert lost.error.startswith(f"worker lost: no heartbeat from {victim.worker}")
         assert wait_for(lambda: store.get_run(second).status is RunStatus.FINISHED, timeout=120, what="run two")
     finally:
-        stop(other)
+        stop_process_group(other)
     assert store.integrity_ok()
 
 
+@pytest.mark.slow
 def test_a_run_that_asks_for_it_is_requeued_once_after_its_worker_dies(home, store, tmp_path):
     # Long enough (~11,000 steps) that the kill lands mid-run however fast the machine: the progress row is
     # flushed every 0.3 s, and a 30-epoch run once finished between two flushes on a fast core.
@@ -126,7 +107,7 @@ def test_a_run_that_asks_for_it_is_requeued_once_after_its_worker_dies(home, sto
         os.kill(pid_of(victim.worker), signal.SIGKILL)
         run = wait_for(lambda: (r := store.get_run(run_id)).status in TERMINAL and r, timeout=180, what="the rerun")
     finally:
-        stop(pool)
+        stop_process_group(pool)
     assert run.status is RunStatus.FINISHED and run.attempts == 2
     statuses = [e.status for e in store.events(run_id)]
     assert statuses == [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FINISHED]
@@ -134,6 +115,7 @@ def test_a_run_that_asks_for_it_is_requeued_once_after_its_worker_dies(home, sto
     assert steps == list(range(1, run.total_steps + 1)), "the rerun's metrics, complete, none left from the first try"
 
 
+@pytest.mark.slow
 def test_two_workers_finish_fifty_queued_runs_each_exactly_once(home, store, tmp_path):
     ids = [queue(store, epochs=0.5, seed=seed, noise_multiplier=1.0, target_epsilon=None) for seed in range(50)]
     pool = start(home, "-m", "engine", "worker", "--workers", "2", "--poll", "0.05", log=tmp_path / "pool.log")
@@ -141,7 +123,7 @@ def test_two_workers_finish_fifty_queued_runs_each_exactly_once(home, store, tmp
         wait_for(lambda: all(r.status in TERMINAL for r in store.list_runs(limit=100)), timeout=600,
                  what="50 runs", every=1.0)  # fmt: skip
     finally:
-        stop(pool)
+        stop_process_group(pool)
     runs = {r.id: r for r in store.list_runs(limit=100)}
     assert sorted(runs) == sorted(ids)
     assert all(r.status is RunStatus.FINISHED for r in runs.values()), {r.id: r.error for r in runs.values()}
@@ -186,6 +168,7 @@ def _read_everything(path: str, run_ids: list[str], seconds: float, errors) -> N
         errors.put(("reader", repr(exc), 0))
 
 
+@pytest.mark.slow
 def test_readers_and_writers_at_once_never_see_database_is_locked(store):
     run_ids = [store.create_run(spec={"n": i}, cache_key=f"k{i}", engine_version="t") for i in range(2)]
     for _ in run_ids:
@@ -207,12 +190,6 @@ def test_readers_and_writers_at_once_never_see_database_is_locked(store):
     assert store.integrity_ok()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def healthy(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
@@ -228,6 +205,7 @@ def dashboard_pid(launcher: subprocess.Popen) -> int | None:
     return pids[0] if pids else None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (ROOT / ".venv" / "bin" / "python").exists(), reason="scripts/run.sh runs the project venv")
 def test_kill_9_of_the_dashboard_loses_nothing_and_it_comes_back(home, store, tmp_path):
     port = free_port()

@@ -10,11 +10,10 @@ from streamlit.testing.v1 import AppTest
 from app import data_upload
 from app.compare_table import frontier_points
 from cache import RunStatus
-from engine.jobs.worker import Worker
-from tests.conftest import ROOT
-from tests.test_data_runs_pages import synthetic_csv
+from engine.jobs.workers.worker import Worker
+from tests.apptest_helpers import chart_titles, open_page
+from tests.helpers import synthetic_csv
 
-MAIN = str(ROOT / "app" / "main.py")
 SCHEMA = {"target": "label", "classes": ["no", "yes"], "numeric": {"age": [17, 100], "income": [0, 250_000]},
           "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
 
@@ -23,18 +22,6 @@ SCHEMA = {"target": "label", "classes": ["no", "yes"], "numeric": {"age": [17, 1
 def upload(home):
     return data_upload.save_upload(home, file_name="people.csv", data=synthetic_csv(rows=400), raw_schema=SCHEMA,
                                    label="People")  # fmt: skip
-
-
-def train_page() -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    at.run()
-    at.switch_page("views/train.py").run()
-    assert not at.exception, at.exception
-    return at
-
-
-def chart_titles(at: AppTest) -> list[str]:
-    return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
 
 
 def launch(at: AppTest, algorithm: str, dataset: str) -> None:
@@ -49,7 +36,7 @@ def launch(at: AppTest, algorithm: str, dataset: str) -> None:
 
 @pytest.mark.parametrize("algorithm", ["expmech_stumps", "sq_laplace", "rwm_online", "rwm_linear", "aniso_dpsgd"])
 def test_each_new_algorithm_trains_from_the_train_page_and_joins_the_frontier(home, store, upload, algorithm):
-    at = train_page()
+    at = open_page("train")
     launch(at, algorithm, upload.dataset)
     [run] = store.list_runs()
     assert run.spec["algorithm"] == algorithm and run.spec["dataset"] == upload.dataset

@@ -12,12 +12,12 @@ import pytest
 from scipy import stats
 
 from engine.training import parse_spec, plan_run, train
+from engine.training.algorithms.learners import expmech, linear, rwm, sq
+from engine.training.algorithms.learners.outcome import parameter, report_points
+from engine.training.algorithms.learners.stumps import Stumps
+from engine.training.algorithms.learners.training import LEARNERS
+from engine.training.config.keys import Algorithm
 from engine.training.datasets import Dataset
-from engine.training.learners import expmech, linear, rwm, sq
-from engine.training.learners.outcome import parameter, report_points
-from engine.training.learners.stumps import Stumps
-from engine.training.learners.training import LEARNERS
-from engine.training.spec import Algorithm
 
 ALPHA = 1e-4
 N_FEATURES = 104  # Adult's: the specs name "adult", whose public facts (SQ's queries per iteration) the plans use
@@ -349,11 +349,11 @@ def test_expmech_and_sq_stop_before_spending_when_asked(easy):
         assert result.steps == 0 and [r.step for r in records] == [0] and result.stopped_early
 
 
+@pytest.mark.slow
 def test_learners_run_end_to_end_from_the_cli(home, tmp_path):
     """`python -m engine train` on a two-class CSV: the exponential mechanism and the private linear learner each
     report an ε within the target and their privacy statement."""
-    from tests.test_cli import cli, last_json
-    from tests.test_data_runs_pages import synthetic_csv
+    from tests.helpers import cli, last_json, synthetic_csv
 
     csv = tmp_path / "people.csv"
     csv.write_bytes(synthetic_csv(rows=300))

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from cache import RunStatus, Store, StoreError
-from cache.archive import ArchivedRun
-from cache.maintenance import (
+from cache.archive.format import ArchivedRun
+from cache.store.archive_io import insert_runs
+from cache.store.maintenance import (
     check_deletable,
     compact,
     delete_runs,
-    insert_runs,
     select_for_gc,
     size_report,
     store_bytes,
@@ -26,7 +26,7 @@ from cache.maintenance import (
 from engine import ENGINE_VERSION
 from engine.cli import main
 from engine.training import parse_spec
-from tests.conftest import fast_spec
+from tests.helpers import fast_spec
 
 # ---------------------------------------------------------------------------------------- helpers (shared)
 

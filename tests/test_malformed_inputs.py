@@ -8,13 +8,10 @@ milliseconds, and the bound is far above that, but it fails the cases that used 
 """
 
 import hashlib
-import io
 import json
 import os
 import re
 import sqlite3
-import subprocess
-import sys
 import time
 import zipfile
 from collections.abc import Callable
@@ -26,7 +23,7 @@ import pytest
 from cache import RunStatus, Store
 from engine.cli import main
 from engine.jobs.transfer import export_runs
-from tests.conftest import ROOT, fast_spec
+from tests.helpers import cli, fast_spec, rezip, unzip
 from tests.test_maintenance import make_run
 from tests.test_transfer import MALFORMED as MALFORMED_ARCHIVES
 from tests.test_transfer import first_run, populated, rewrite_runs
@@ -509,16 +506,11 @@ ARCHIVE_EXTRA: dict[str, tuple[Callable[[bytes], bytes], str]] = {
 
 
 def _swap_metric_rows(data: bytes) -> bytes:
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
-        members = {name: zf.read(name) for name in zf.namelist()}
+    members = unzip(data)
     name = next(n for n in members if n.startswith("metrics/"))
     header, first, second, *rest = members[name].decode().splitlines(keepends=True)
     members[name] = "".join([header, second, first, *rest]).encode()
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as zf:
-        for member, content in members.items():
-            zf.writestr(member, content)
-    return buffer.getvalue()
+    return rezip(members, zipfile.ZIP_STORED)
 
 
 @pytest.fixture(scope="module")
@@ -612,13 +604,7 @@ def test_only_regular_files_are_read_and_nothing_blocks(command, special, worksp
 # ---------------------------------------------------------------------------------------- real processes
 
 
-def run_engine(home: Path, *argv: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "engine", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
-
-
+@pytest.mark.slow
 def test_real_processes_exit_2_with_one_line_and_no_traceback(home, store, tmp_path):
     fifo = tmp_path / "spec-fifo"
     os.mkfifo(fifo)
@@ -634,7 +620,7 @@ def test_real_processes_exit_2_with_one_line_and_no_traceback(home, store, tmp_p
         ["runs", "--limit", "x", "--json"],
     )
     for argv in cases:
-        proc = run_engine(home, *argv)
+        proc = cli(home, *argv, check=False, timeout=120)
         assert proc.returncode == 2, (argv, proc.stderr[-2000:])
         assert proc.stderr.startswith("error: ") and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
         assert "Traceback" not in proc.stderr

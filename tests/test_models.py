@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from engine.training import models
-from engine.training.models import MODEL_DESCRIPTIONS, MODELS, build_model, cnn_supports
+from engine.training.features import models
+from engine.training.features.models import MODEL_DESCRIPTIONS, MODELS, build_model, cnn_supports
 
 
 def test_every_model_is_described():
@@ -23,7 +23,7 @@ def test_models_module_does_not_import_the_spec():
     """spec.py imports MODELS from models.py, not the other way round."""
     tree = ast.parse(Path(models.__file__).read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert "engine.training.spec" not in imported
+    assert "engine.training.config.spec" not in imported
 
 
 @pytest.mark.parametrize(("image_shape", "flat", "n_params"), [((1, 28, 28), 512, 26_010), ((3, 32, 32), 800, 37_274)])

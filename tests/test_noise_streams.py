@@ -21,22 +21,17 @@ from scipy import stats
 from app.run_panel import stack_text
 from engine.jobs.queue import submit
 from engine.jobs.run_schema import RunShapeError, check_stack
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from engine.privacy import DEFAULT_ORDERS, panel, privacy_statement, rdp_epsilon, single_phase
 from engine.privacy.events import dpsgd_step_event
-from engine.training import SpecError, StackMember, load_dataset, noise, parse_spec, plan_spec, train, train_stack
+from engine.training import SpecError, StackMember, noise, parse_spec, plan_spec, train, train_stack
+from engine.training.algorithms.stacked import joint_ledger
+from engine.training.algorithms.stacked import training as stacked_module
 from engine.training.noise import OsStream, SeededStream, hardened_normal_, pca_release_identity
-from engine.training.stacked import joint_ledger
-from engine.training.stacked import training as stacked_module
-from tests.conftest import fast_spec
+from tests.helpers import fast_spec
 
 NULL_R = 6.0  # |r|·√n above this fails a correct implementation with probability ≈ 2e-9
 ALPHA = 1e-6
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_dataset("digits")
 
 
 def spec(**overrides):

@@ -10,26 +10,13 @@ from streamlit.testing.v1 import AppTest
 
 from app import charts
 from engine.privacy import ACCOUNTANTS, calibrate_noise_multiplier, dpsgd_step_event, panel, single_phase
-from tests.conftest import ROOT
+from tests.apptest_helpers import error_text, metrics, open_page
 
-MAIN = str(ROOT / "app" / "main.py")
 DIGITS_N = 1438
 WIDGETS = {  # key → AppTest accessor of the widgets shown by default
     "plan_dataset": "selectbox", "plan_lots": "radio", "plan_lot_size": "number_input", "plan_epochs": "slider",
     "plan_delta": "number_input", "plan_mode": "radio", "plan_target_epsilon": "select_slider",
 }  # fmt: skip
-
-
-def open_plan() -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    at.run()
-    at.switch_page("views/plan.py").run()
-    assert not at.exception, at.exception
-    return at
-
-
-def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
 
 
 def plan_with(at: AppTest, changes: list[tuple[str, str, object]], *, delta: float = 1e-5) -> AppTest:
@@ -41,18 +28,13 @@ def plan_with(at: AppTest, changes: list[tuple[str, str, object]], *, delta: flo
     return at.number_input(key="plan_delta").set_value(delta).run()
 
 
-def errors(at: AppTest) -> str:
-    assert not at.exception, at.exception
-    return " ".join(e.value for e in at.error)
-
-
 def accountant_table(at: AppTest) -> dict[str, float]:
     table = next(d.value for d in at.dataframe if "accountant" in d.value)
     return dict(zip(table["accountant"], table["ε"], strict=True))
 
 
 def test_widgets_have_tooltips_and_the_defaults_plan_without_error(home):
-    at = open_plan()
+    at = open_page("plan")
     assert at.title[0].value == "Plan a private training run"
     for key, kind in WIDGETS.items():
         widget = getattr(at, kind)(key=key)
@@ -72,7 +54,7 @@ def test_widgets_have_tooltips_and_the_defaults_plan_without_error(home):
 
 
 def test_moving_the_epsilon_slider_changes_sigma_and_never_trains(home, store):
-    at = open_plan()
+    at = open_page("plan")
     before = float(metrics(at)["Noise multiplier σ"])
     at.select_slider(key="plan_target_epsilon").set_value(1.0).run()
     shown = metrics(at)
@@ -84,11 +66,11 @@ def test_moving_the_epsilon_slider_changes_sigma_and_never_trains(home, store):
 
 
 def test_sigma_by_pld_is_labelled_and_the_headline_keeps_what_train_runs(home):
-    at = open_plan()
+    at = open_page("plan")
     headline = metrics(at)["Noise multiplier σ"]
     assert at.toggle(key="plan_pld_sigma").help
     at.toggle(key="plan_pld_sigma").set_value(True).run()
-    assert not errors(at)
+    assert not error_text(at)
     common = dict(target_epsilon=3.0, delta=1e-5, sampling_rate=64 / DIGITS_N, steps=450)
     pld_sigma = calibrate_noise_multiplier(**common, accountant_name="pld")
     assert pld_sigma < calibrate_noise_multiplier(**common)
@@ -97,9 +79,10 @@ def test_sigma_by_pld_is_labelled_and_the_headline_keeps_what_train_runs(home):
 
 
 def test_sigma_mode_shows_each_accountants_epsilon_as_the_privacy_panel_computes_it(home):
-    at = plan_with(open_plan(), [("radio", "plan_mode", "Noise multiplier σ"), ("number_input", "plan_sigma", 2.0)])
+    changes = [("radio", "plan_mode", "Noise multiplier σ"), ("number_input", "plan_sigma", 2.0)]
+    at = plan_with(open_page("plan"), changes)
     assert at.number_input(key="plan_sigma").help
-    assert not errors(at)
+    assert not error_text(at)
     shown, table = metrics(at), accountant_table(at)
     assert shown["Noise multiplier σ"] == "2.000" and shown["Steps T"] == "450"
 
@@ -127,8 +110,8 @@ def test_delta_at_least_one_over_n_and_a_large_epsilon_warn(home):
     changes = [("selectbox", "plan_dataset", "custom"), ("number_input", "plan_n", 100),
                ("number_input", "plan_lot_size", 100), ("slider", "plan_epochs", 100),
                ("radio", "plan_mode", "Noise multiplier σ"), ("number_input", "plan_sigma", 2.0)]  # fmt: skip
-    at = plan_with(open_plan(), changes, delta=0.01)  # q = 1, T = 100, σ = 2, δ = 1/N
-    assert not errors(at)
+    at = plan_with(open_page("plan"), changes, delta=0.01)  # q = 1, T = 100, σ = 2, δ = 1/N
+    assert not error_text(at)
     assert float(metrics(at)["ε, tightest bound"]) > 10
     warnings = " ".join(w.value for w in at.warning)
     assert "δ = 0.01 ≥ 1/N = 0.01" in warnings and "is above 10" in warnings
@@ -144,20 +127,20 @@ def test_delta_at_least_one_over_n_and_a_large_epsilon_warn(home):
     ],
 )
 def test_invalid_input_shows_an_error_not_a_traceback(home, key, value, message):
-    at = open_plan()
+    at = open_page("plan")
     at.number_input(key=key).set_value(value).run()
-    assert message in errors(at)
+    assert message in error_text(at)
     assert not at.get("plotly_chart") and not at.metric
 
 
 def test_sampling_rate_input_plans_as_the_same_lot_size(home):
-    at = open_plan()
+    at = open_page("plan")
     by_lot_size = metrics(at)
     at = plan_with(at, [("radio", "plan_lots", "Sampling rate q"), ("number_input", "plan_q", 1.5)])
     assert at.number_input(key="plan_q").help
-    assert "sampling rate q must lie in (0, 1]" in errors(at)
+    assert "sampling rate q must lie in (0, 1]" in error_text(at)
     at.number_input(key="plan_q").set_value(64 / DIGITS_N).run()
-    assert not errors(at)
+    assert not error_text(at)
     assert metrics(at) == by_lot_size
     assert any("expected lot size 64 of N = 1,438" in m.value for m in at.markdown)
 
@@ -166,8 +149,8 @@ def test_an_unreachable_target_is_an_error(home):
     changes = [("selectbox", "plan_dataset", "custom"), ("number_input", "plan_n", 100),
                ("number_input", "plan_lot_size", 100), ("slider", "plan_epochs", 100),
                ("select_slider", "plan_target_epsilon", 0.1)]  # fmt: skip
-    at = plan_with(open_plan(), changes, delta=1e-100)  # q = 1: no amplification; even σ = 500 is not enough
-    assert "target_epsilon=0.1 is unreachable" in errors(at)
+    at = plan_with(open_page("plan"), changes, delta=1e-100)  # q = 1: no amplification; even σ = 500 is not enough
+    assert "target_epsilon=0.1 is unreachable" in error_text(at)
     assert not at.get("plotly_chart")
 
 

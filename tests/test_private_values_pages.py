@@ -2,26 +2,23 @@
 user ticks the private diagnostics, and is warned before the archive is prepared; the Data page marks the classes
 and categories it suggests as read from the private file and withholds those fewer than 10 rows have."""
 
-import io
 import json
-import zipfile
+
+import pytest
 
 from app import data_form
 from cache import Store
 from engine.jobs.disclosure import PRIVATE_DIAGNOSTICS
 from engine.jobs.transfer import export_runs
 from engine.training.datasets import RARE_LEVEL_ROWS
-from tests.test_data_runs_pages import declare_bounds, errors, finished_run, open_page, synthetic_csv, upload
+from tests.apptest_helpers import errors, open_page
+from tests.helpers import synthetic_csv, unzip
+from tests.test_data_runs_pages import declare_bounds, finished_run, upload
 from tests.test_export_privacy import diagnosed_run
 
 
-def members(data: bytes) -> dict[str, bytes]:
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
-        return {name: zf.read(name) for name in zf.namelist()}
-
-
 def metric_names(data: bytes) -> set[str]:
-    return {line.split(",")[1] for name, text in members(data).items() if name.startswith("metrics/")
+    return {line.split(",")[1] for name, text in unzip(data).items() if name.startswith("metrics/")
             for line in text.decode().splitlines()[1:]}  # fmt: skip
 
 
@@ -32,9 +29,10 @@ def warnings_of(at) -> list[str]:
 # ---------------------------------------------------------------------------------------- the Runs page
 
 
+@pytest.mark.slow
 def test_the_runs_page_exports_released_values_unless_private_diagnostics_are_ticked_after_a_warning(home, store):
     done = finished_run(store)
-    at = open_page("views/runs.py")
+    at = open_page("runs")
     at.multiselect(key="runs_export_ids").set_value([done]).run()
     private = at.checkbox(key="runs_export_private")
     assert private.value is False and private.label == "Include private diagnostics (not covered by ε)"
@@ -44,7 +42,7 @@ def test_the_runs_page_exports_released_values_unless_private_diagnostics_are_ti
     assert not at.exception and errors(at) == []
     default = at.session_state["runs_export"][1]
     assert "released values only" in at.download_button(key="runs_export_download").label
-    assert json.loads(members(default.data)["manifest.json"])["private_diagnostics"] is False
+    assert json.loads(unzip(default.data)["manifest.json"])["private_diagnostics"] is False
     assert metric_names(default.data) and not metric_names(default.data) & PRIVATE_DIAGNOSTICS
 
     # Ticking it shows the warning at once, before any archive with them is prepared or offered.
@@ -58,14 +56,14 @@ def test_the_runs_page_exports_released_values_unless_private_diagnostics_are_ti
     assert (
         opted.private_diagnostics and "with private diagnostics" in at.download_button(key="runs_export_download").label
     )
-    assert json.loads(members(opted.data)["manifest.json"])["private_diagnostics"] is True
+    assert json.loads(unzip(opted.data)["manifest.json"])["private_diagnostics"] is True
     assert {"train_loss", "clip_fraction", "grad_norm_p50", "lot_size"} <= metric_names(opted.data)
 
 
 def test_the_import_preview_warns_about_an_archive_with_private_diagnostics(home, tmp_path):
     source = Store(tmp_path / "source.sqlite3")
     diagnosed_run(source)
-    at = open_page("views/runs.py")
+    at = open_page("runs")
     at.file_uploader(key="runs_import_file").set_value(("runs.zip", export_runs(source, all_runs=True), "x")).run()
     assert not [w for w in warnings_of(at) if "holds private diagnostics" in w]
     opted = export_runs(source, all_runs=True, include_private_diagnostics=True)
@@ -86,7 +84,7 @@ def with_rare_values(data: bytes) -> bytes:
 
 def test_suggested_levels_are_marked_private_and_rare_ones_withheld(home):
     assert RARE_LEVEL_ROWS == 10
-    at = upload(open_page("views/data.py"), "people.csv", with_rare_values(synthetic_csv(seed=5)))
+    at = upload(open_page("data"), "people.csv", with_rare_values(synthetic_csv(seed=5)))
     [warning] = [w for w in warnings_of(at) if "Read from your private file" in w]
     assert "travels into every run spec, every export and the model's one-hot layout" in warning
     assert "fewer than 10 rows is not suggested (2 withheld from this file)" in warning

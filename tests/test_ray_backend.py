@@ -8,7 +8,6 @@ import shutil
 import signal
 import tempfile
 import threading
-import time
 
 import pytest
 import ray
@@ -17,11 +16,11 @@ import torch
 from cache import RunStatus, Store
 from engine.jobs.options import JobOptions
 from engine.jobs.queue import submit
-from engine.jobs.ray_backend import STORE_MODULES, RayDispatcher, Relay, train_task
 from engine.jobs.sweep import submit_sweep
-from engine.jobs.worker import Worker
+from engine.jobs.workers.ray_backend import STORE_MODULES, RayDispatcher, Relay, train_task
+from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec, plan_spec
-from tests.conftest import fast_spec
+from tests.helpers import fast_spec, wait_for
 
 # separate runs on both sides (the local worker would otherwise train the σ grid as one vectorized stack)
 SWEEP = {"base": fast_spec(epochs=2), "grid": {"noise_multiplier": [1.0, 2.0]}, "seeds": [0, 1], "vectorize": False}
@@ -56,15 +55,6 @@ def in_thread(dispatcher: RayDispatcher) -> threading.Thread:
     return thread
 
 
-def wait_for(condition, *, timeout_s: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := condition():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def task_pid(dispatcher: RayDispatcher, run_id: str) -> int:
     def pid():
         relay = dispatcher.relay
@@ -93,6 +83,7 @@ def task_threads() -> int:
     return torch.get_num_threads()
 
 
+@pytest.mark.slow
 def test_a_sweep_on_ray_equals_the_local_workers(store, tmp_path):
     """Bitwise the same under the same thread settings: the local worker trains with as many torch threads
     as a Ray task has (float32 reductions are summed in another order with another thread count, which
@@ -146,7 +137,7 @@ def test_cancel_stops_a_running_ray_task(store):
     thread = in_thread(dispatcher)
     wait_for(lambda: store.get_run(run_id).progress_step > 0, what="training to start")
     store.request_cancel(run_id)
-    run = wait_for(lambda: (r := store.get_run(run_id)).status is not RunStatus.RUNNING and r, timeout_s=120)
+    run = wait_for(lambda: (r := store.get_run(run_id)).status is not RunStatus.RUNNING and r, timeout=120)
     assert run.status is RunStatus.CANCELLED and run.result["stopped_early"]
     assert 0 < run.result["steps"] < run.total_steps
     assert sorted(by_step(store, run_id)) == list(range(run.result["steps"] + 1)), "its metrics are kept"
@@ -163,6 +154,7 @@ def test_a_python_error_in_a_task_fails_the_run_and_the_dispatcher_goes_on(store
     assert store.get_run(good).status is RunStatus.FINISHED
 
 
+@pytest.mark.slow
 def test_a_killed_ray_worker_is_a_lost_worker(store):
     lost = submit(store, parse_spec(long_spec(seed=3)), options=JobOptions(on_worker_lost="requeue")).run_id
     other = submit(store, parse_spec(fast_spec(epochs=2))).run_id
@@ -201,6 +193,7 @@ def test_a_task_that_ignores_the_cancel_is_killed_and_the_run_cancelled(store):
     assert steps and max(steps) <= run.progress_step, "its metrics are kept, no accountant curve runs past them"
 
 
+@pytest.mark.slow
 def test_sigterm_puts_the_runs_in_flight_back_in_the_queue(store):
     run_id = submit(store, parse_spec(long_spec(seed=5))).run_id
     dispatcher = RayDispatcher(store, data_dirs=[])

@@ -4,7 +4,7 @@ import pytest
 
 from engine import ENGINE_VERSION
 from engine.training import SpecError, parse_spec
-from tests.conftest import fast_spec
+from tests.helpers import fast_spec
 
 
 def test_the_acceptance_spec_is_valid():

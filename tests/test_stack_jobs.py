@@ -7,15 +7,15 @@ import pytest
 
 import engine.jobs.run_training as run_training
 from cache import RunStatus, Store
-from cache.schema import MIGRATIONS, SCHEMA_VERSION
+from cache.store.schema import MIGRATIONS, SCHEMA_VERSION
 from engine.jobs import settings
 from engine.jobs.queue import submit
 from engine.jobs.recording import RunRecorder, start_stack
 from engine.jobs.run_training import StopTraining
 from engine.jobs.sweep import SweepError, submit_sweep
-from engine.jobs.worker import Heartbeat, Worker
+from engine.jobs.workers.worker import Heartbeat, Worker
 from engine.training import parse_spec
-from tests.conftest import fast_spec
+from tests.helpers import fast_spec
 
 TINY_BASE = {k: v for k, v in fast_spec(epochs=1, lot_size=128).items() if k != "target_epsilon"}  # 11 steps
 

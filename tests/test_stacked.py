@@ -1,4 +1,4 @@
-"""Vectorized sweeps (`engine.training.stacked`): the stacked clipped sums equal one book-keeping clipper per
+"""Vectorized sweeps (`engine.training.algorithms.stacked`): the stacked clipped sums equal one book-keeping clipper per
 member, the stacked update rules equal torch.optim's, the lead member follows its separate run, every member
 draws its own noise stream (its separate run's) at the stated scale, lots are shared, cancels leave the
 stack, and the joint ledger is the sampled Gaussian at σ_joint. (Noise independence, release mode and the
@@ -27,15 +27,15 @@ from engine.training import (
     train_stack,
 )
 from engine.training import noise as noise_module
+from engine.training.algorithms.optimizers import OptimizerName, make_optimizer
+from engine.training.algorithms.stacked import StackedClipper, StackedOptimizer, joint_ledger
+from engine.training.algorithms.stacked import training as stacked_module
+from engine.training.algorithms.stacked.training import StackInputs
 from engine.training.clipping import BookKeepingClipper
-from engine.training.models import build_model
+from engine.training.features.models import build_model
 from engine.training.noise import random_streams
-from engine.training.optimizers import OptimizerName, make_optimizer
-from engine.training.stacked import StackedClipper, StackedOptimizer, joint_ledger
-from engine.training.stacked import training as stacked_module
-from engine.training.stacked.training import StackInputs
 from engine.training.trainer import features
-from tests.conftest import fast_spec
+from tests.helpers import fast_spec
 
 DEVICE = pick_device()
 

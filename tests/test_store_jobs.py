@@ -11,12 +11,12 @@ import time
 import pytest
 
 from cache import LostRun, RunStatus, Store, StoreError
-from cache.store import SCHEMA_VERSION
+from cache.store.schema import SCHEMA_VERSION
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import submit
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from engine.training import SpecError, parse_spec
-from tests.conftest import ROOT, fast_spec
+from tests.helpers import ROOT, fast_spec, home_env
 
 
 def quick_spec(**overrides):
@@ -123,6 +123,7 @@ def _claim_all(path: str, out: multiprocessing.Queue) -> None:
     out.put(claimed)
 
 
+@pytest.mark.slow
 def test_concurrent_workers_never_claim_the_same_run(store):
     ids = {store.create_run(spec={"n": i}, cache_key=str(i), engine_version="t") for i in range(60)}
     out = multiprocessing.get_context("spawn").Queue()
@@ -139,8 +140,7 @@ def test_concurrent_workers_never_claim_the_same_run(store):
 
 def start_worker_mid_run(home, store, run_id) -> subprocess.Popen:
     """A worker subprocess, returned once it has trained a few steps of `run_id`."""
-    env = {**os.environ, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    worker = subprocess.Popen([sys.executable, "-m", "engine", "worker"], cwd=ROOT, env=env,
+    worker = subprocess.Popen([sys.executable, "-m", "engine", "worker"], cwd=ROOT, env=home_env(home),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     deadline = time.time() + 90
     while store.get_run(run_id).progress_step < 5 and time.time() < deadline:
@@ -149,6 +149,7 @@ def start_worker_mid_run(home, store, run_id) -> subprocess.Popen:
     return worker
 
 
+@pytest.mark.slow
 def test_worker_stopped_by_sigterm_puts_its_run_back_in_the_queue(home, store):
     run_id = submit(store, parse_spec(fast_spec(epochs=500))).run_id
     worker = start_worker_mid_run(home, store, run_id)
@@ -161,6 +162,7 @@ def test_worker_stopped_by_sigterm_puts_its_run_back_in_the_queue(home, store):
     assert run.status is RunStatus.QUEUED and run.progress_step == 0 and store.metrics(run_id) == []
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_run_leaves_a_sound_store(home, store):
     run_id = submit(store, parse_spec(fast_spec(epochs=500))).run_id
     worker = start_worker_mid_run(home, store, run_id)
@@ -230,7 +232,7 @@ def test_a_new_engine_version_is_not_served_old_results(store, monkeypatch):
 
 
 def test_migrating_a_version_1_store_keeps_its_runs(tmp_path):
-    from cache.schema import MIGRATIONS
+    from cache.store.schema import MIGRATIONS
 
     path = tmp_path / "old.sqlite3"
     with sqlite3.connect(path) as db:

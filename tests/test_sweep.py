@@ -5,9 +5,9 @@ import pytest
 from cache import RunStatus
 from engine.jobs.queue import submit
 from engine.jobs.sweep import MAX_RUNS, SweepError, expand_sweep, submit_sweep
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
-from tests.conftest import fast_spec
+from tests.helpers import fast_spec
 
 
 def grid(**overrides):

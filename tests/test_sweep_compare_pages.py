@@ -20,15 +20,15 @@ from app.safe_text import unescape
 from app.sweep_frontier import frontier
 from app.sweep_grid import GridInputError, parse_values
 from cache import RunStatus, Store
-from cache.archive import ArchivedRun
-from cache.maintenance import insert_runs
+from cache.archive.format import ArchivedRun
+from cache.store.archive_io import insert_runs
 from engine.jobs.queue import submit
 from engine.jobs.sweep import submit_sweep
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
-from tests.conftest import ROOT, fast_spec
+from tests.apptest_helpers import open_page
+from tests.helpers import fast_spec
 
-MAIN = str(ROOT / "app" / "main.py")
 WIDGETS = ("button", "checkbox", "download_button", "multiselect", "number_input", "radio", "select_slider",
            "selectbox", "slider", "text_input", "toggle")  # fmt: skip
 TINY_BASE = {k: v for k, v in fast_spec(epochs=1, lot_size=128).items() if k != "target_epsilon"}
@@ -64,14 +64,6 @@ def trained(tmp_path_factory) -> Path:
 @pytest.fixture
 def trained_store(trained, home) -> Store:
     return copy_store(trained, home)
-
-
-def open_page(page: str) -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    at.run()
-    at.switch_page(f"views/{page}.py").run()
-    assert not at.exception, at.exception
-    return at
 
 
 def widgets(at: AppTest) -> list:

@@ -8,12 +8,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.training import parse_spec, train
+from engine.training.algorithms.dpsgd import clip_and_accumulate, quantile_positions, stats_of
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
+from engine.training.config.plan import plan_run
 from engine.training.datasets import Dataset
-from engine.training.dpsgd import clip_and_accumulate, quantile_positions, stats_of
-from engine.training.models import build_model
-from engine.training.plan import plan_run
-from tests.conftest import fast_spec
+from engine.training.features.models import build_model
+from tests.helpers import fast_spec
 
 QUANTILES = [0.1, 0.5, 0.9]
 

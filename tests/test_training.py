@@ -5,13 +5,8 @@ import itertools
 import pytest
 
 from engine.privacy import dpsgd_event, rdp_epsilon
-from engine.training import load_dataset, parse_spec, train
-from tests.conftest import fast_spec
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_dataset("digits")
+from engine.training import parse_spec, train
+from tests.helpers import fast_spec
 
 
 def test_acceptance_spec_reaches_accuracy_within_budget_deterministically(digits):

@@ -5,7 +5,6 @@ import io
 import json
 import math
 import struct
-import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -15,15 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cache import RunStatus, Store, StoreError
-from cache import archive as archive_module
-from cache.archive import ArchiveError
-from cache.archive_reader import read_archive
+from cache.archive import format as archive_module
+from cache.archive.format import ArchiveError
+from cache.archive.reader import read_archive
 from engine import ENGINE_VERSION
 from engine.jobs.queue import submit
 from engine.jobs.transfer import export_runs, import_runs, prepare_export
-from engine.jobs.worker import Worker
+from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
-from tests.conftest import fast_spec
+from tests.helpers import edit_json, fast_spec, rezip, unzip
 from tests.test_maintenance import cli_json, dump, make_run, run_cli
 
 RUN_FIELDS = (
@@ -222,30 +221,6 @@ def test_export_refuses_a_run_it_could_not_import_back(source):
 
 
 # ---------------------------------------------------------------------------------------- malformed archives
-
-
-def unzip(data: bytes) -> dict[str, bytes]:
-    with zipfile.ZipFile(io.BytesIO(data)) as zf:
-        return {name: zf.read(name) for name in zf.namelist()}
-
-
-def rezip(members: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> bytes:
-    buffer = io.BytesIO()
-    with warnings.catch_warnings(), zipfile.ZipFile(buffer, "w", compression=compression) as zf:
-        warnings.simplefilter("ignore")  # duplicate names, on purpose
-        for name, data in members.items() if isinstance(members, dict) else members:
-            zf.writestr(name, data)
-    return buffer.getvalue()
-
-
-def edit_json(member: str, change: Callable) -> Callable[[bytes], bytes]:
-    def edit(data: bytes) -> bytes:
-        members = unzip(data)
-        obj = json.loads(members[member])
-        members[member] = json.dumps(change(obj) or obj).encode()
-        return rezip(members)
-
-    return edit
 
 
 def edit_member(name: str, new: bytes | None = None, replace: tuple[bytes, bytes] | None = None):
@@ -480,6 +455,7 @@ def test_store_commands_fail_with_status_2_and_change_nothing(store, capsys, tmp
 # ---------------------------------------------------------------------------------------- memory
 
 
+@pytest.mark.slow
 def test_an_import_streams_in_memory_that_does_not_grow_with_the_archive(tmp_path):
     """Python's peak allocation while importing an archive of 10 runs × 11 steps and one of 60 runs × 201 steps
     (110 times the metric rows). Streaming holds one run, one chunk of text and one batch of rows: the larger may
@@ -489,8 +465,8 @@ def test_an_import_streams_in_memory_that_does_not_grow_with_the_archive(tmp_pat
     import tracemalloc
 
     from bench.archive import synthetic_archive
-    from cache.archive_reader import CHUNK_CHARACTERS
-    from cache.maintenance import METRIC_BATCH
+    from cache.archive.reader import CHUNK_CHARACTERS
+    from cache.store.metrics import METRIC_BATCH
 
     peaks = []
     for runs, steps in ((10, 10), (60, 200)):

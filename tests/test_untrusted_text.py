@@ -37,16 +37,16 @@ from app.safe_text import (
     unescape,
 )
 from cache import RunEvent, RunRecord, RunStatus, Store
-from cache.archive import ArchivedRun, ArchivedSweep, SweepMember
-from cache.maintenance import insert_runs
+from cache.archive.format import ArchivedRun, ArchivedSweep, SweepMember
+from cache.store.archive_io import insert_runs
 from engine.jobs.queue import submit
 from engine.jobs.run_schema import RESULT_REQUIRED, SPEC_STRINGS, check_shown_fields
 from engine.privacy import ACCOUNTANTS
 from engine.training import DATASETS, parse_spec
-from engine.training.spec import ALGORITHMS, RANGES, SCHEDULES
-from tests.conftest import ROOT, fast_spec
+from engine.training.config.keys import ALGORITHMS, RANGES, SCHEDULES
+from tests.apptest_helpers import MAIN, open_page_unchecked
+from tests.helpers import fast_spec
 
-MAIN = str(ROOT / "app" / "main.py")
 PUNCTUATION = set(string.punctuation)
 
 # ---------------------------------------------------------------------------------------- the helpers
@@ -344,13 +344,6 @@ def hostile_store(store: Store) -> dict[str, str]:
     return {"failed": failed, "imported": "imported-1"}
 
 
-def open_page(page: str) -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    at.run()
-    at.switch_page(f"views/{page}.py").run()
-    return at
-
-
 def train_page(run_id: str) -> AppTest:
     at = AppTest.from_file(MAIN, default_timeout=120)
     at.query_params["run"] = run_id
@@ -362,7 +355,7 @@ def test_hostile_records_are_shown_only_escaped_on_every_page(home, store):
     ids = hostile_store(store)
     escaped_error = literal(HOSTILE_ERROR)
 
-    page = open_page("runs")
+    page = open_page_unchecked("runs")
     seen = assert_no_raw_markup(page)
     for run_id in ids.values():
         page.selectbox(key="open_run").set_value(run_id).run()
@@ -372,13 +365,13 @@ def test_hostile_records_are_shown_only_escaped_on_every_page(home, store):
     assert any(text.startswith(f"- {escaped_error}") for text in seen)  # its privacy statement
     assert any("Imported from an archive" in text for text in seen)
 
-    compare = open_page("compare")
+    compare = open_page_unchecked("compare")
     assert_no_raw_markup(compare)
     compare.multiselect(key="compare_runs").set_value(list(ids.values())).run()
     assert_no_raw_markup(compare)
     assert any(label.endswith(" · imported") for label in compare.multiselect(key="compare_runs").options)
 
-    sweep = open_page("sweep")
+    sweep = open_page_unchecked("sweep")
     assert_no_raw_markup(sweep)
     assert sweep.selectbox(key="sweep_shown").value == "sweep-1"
     assert any("&lt;img src=x&gt;" in text for text in chart_strings(sweep))  # the grid value, as text
@@ -399,7 +392,7 @@ def test_a_csv_upload_with_markup_in_its_name_and_columns_is_shown_escaped(home)
     header = ["![c](http://h/c.png)", "<img src=x>", "**bold**", "label"]
     rows = [f"{i},{i % 7},{'ab'[i % 2]},{'yes' if i % 3 else 'no'}" for i in range(30)]
     data = (",".join(header) + "\n" + "\n".join(rows) + "\n").encode()
-    at = open_page("data")
+    at = open_page_unchecked("data")
     at.file_uploader(key="data_upload").set_value((name, data, "text/csv")).run()
     texts = assert_no_raw_markup(at)
     assert any(f"**{literal(name)}**: 30 data rows" in text for text in texts)
@@ -517,6 +510,7 @@ def stores(draw) -> tuple[list[ArchivedRun], ArchivedSweep]:
 SLOW_OK = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None, suppress_health_check=SLOW_OK)
 @given(stores())
 def test_every_page_survives_any_record_an_import_admits(monkeypatch, generated):
@@ -534,15 +528,15 @@ def test_every_page_survives_any_record_an_import_admits(monkeypatch, generated)
             run_label(record)
         runs_table(store.list_runs())
 
-        page = open_page("runs")
+        page = open_page_unchecked("runs")
         assert not page.exception, page.exception
         for run_id in ids:
             page.selectbox(key="open_run").set_value(run_id).run()
             assert not page.exception, (run_id, page.exception)
-        compare = open_page("compare")
+        compare = open_page_unchecked("compare")
         compare.multiselect(key="compare_runs").set_value(ids).run()
         assert not compare.exception, compare.exception
-        sweep_page = open_page("sweep")
+        sweep_page = open_page_unchecked("sweep")
         assert not sweep_page.exception, sweep_page.exception
         for run_id in ids:
             train = train_page(run_id)

@@ -6,21 +6,24 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from cache import RunStatus
 from engine.jobs import settings
 from engine.jobs.queue import submit
 from engine.training import parse_spec
-from tests.conftest import ROOT, fast_spec
+from tests.helpers import ROOT, fast_spec
 
 PROBE = """
 import json, sys
-from engine.jobs import warmup
+from engine.jobs.workers import warmup
 took = warmup.warm_up()
 lazy = ("torch._dynamo", "sklearn.datasets", "dp_accounting.pld")
 print(json.dumps({"took": took, "loaded": [name for name in lazy if name in sys.modules]}))
 """
 
 
+@pytest.mark.slow
 def test_warm_up_loads_the_lazy_modules_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=300,
                          check=True)  # fmt: skip
@@ -29,6 +32,7 @@ def test_warm_up_loads_the_lazy_modules_in_a_fresh_process():
     assert report["loaded"] == ["torch._dynamo", "sklearn.datasets", "dp_accounting.pld"]
 
 
+@pytest.mark.slow
 def test_a_worker_warms_up_before_registering_and_records_nothing(home, store):
     submitted = submit(store, parse_spec(fast_spec(epochs=1))).run_id
     worker = subprocess.run([sys.executable, "-m", "engine", "worker", "--once"], cwd=ROOT, text=True,

@@ -12,7 +12,7 @@ import streamlit as st
 from app import run_panel, services
 from app.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus, StoreError
-from cache.archive import ArchiveError
+from cache.archive.format import ArchiveError
 
 QUEUE_ROWS = 20  # queued runs listed with a cancel button; the rest are counted
 TERMINAL = [RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED]

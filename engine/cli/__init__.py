@@ -15,8 +15,8 @@ import argparse
 import sys
 
 from cache import Store, StoreError, store_path
-from cache.archive import ArchiveError
-from cache.inputs import InputError
+from cache.archive.format import ArchiveError
+from cache.archive.limits import InputError
 from engine.cli import catalog_commands, privacy_commands, run_commands, store_commands
 from engine.cli.common import CliError, emit
 from engine.jobs.settings import SettingError

@@ -7,7 +7,7 @@ from cache import Store
 from engine.cli.common import emit
 from engine.jobs.settings import default_data_dirs
 from engine.training import describe_algorithms, load_dataset
-from engine.training.baselines import sklearn_logistic_regression
+from engine.training.algorithms.baselines import sklearn_logistic_regression
 from engine.training.datasets import describe_datasets
 
 

@@ -5,7 +5,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from cache.inputs import InputError, read_limited, read_regular_file, shown_path, strict_json
+from cache.archive.limits import InputError, read_limited, read_regular_file, shown_path, strict_json
 from engine.privacy.limits import NumberRange, brief
 
 MAX_INPUT_BYTES = 10 * 1024 * 1024  # a spec or grid spec file; anything larger is not a spec
@@ -22,7 +22,7 @@ def emit(obj: Any) -> None:
 def read_json_file(path: str, *, what: str) -> Any:
     """A JSON document from `path` ("-" for stdin), with an error naming the file and the problem. Only a
     regular file is read (never a FIFO or a device), at most `MAX_INPUT_BYTES`; an object may not repeat
-    a key (`cache.inputs.strict_json`)."""
+    a key (`cache.archive.limits.strict_json`)."""
     import sys
 
     try:

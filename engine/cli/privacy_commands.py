@@ -1,7 +1,6 @@
 """`epsilon` and `calibrate`: ε of a Poisson DP-SGD schedule, or the σ that meets a target ε."""
 
 import argparse
-import math
 
 from cache import Store
 from engine.cli.common import CliError, bounded, emit
@@ -15,6 +14,7 @@ from engine.privacy import (
     single_phase,
 )
 from engine.privacy.limits import NumberRange
+from engine.privacy.planning import sampling_rate, steps_at_rate
 
 DATASET_SIZE = NumberRange(low=1, high=10**9, integer=True)
 EPOCHS = NumberRange(low=0.0, high=10**6, low_open=True)
@@ -30,13 +30,13 @@ def dpsgd_schedule(args: argparse.Namespace) -> tuple[float, int]:
     elif args.dataset_size is not None and args.lot_size is not None:
         if not 1 <= args.lot_size <= args.dataset_size:
             raise CliError(f"--lot-size must be in [1, --dataset-size={args.dataset_size}], got {args.lot_size}")
-        rate = args.lot_size / args.dataset_size
+        rate = sampling_rate(lot_size=args.lot_size, n_train=args.dataset_size)
     else:
         raise CliError("give --sampling-rate, or --dataset-size with --lot-size")
     if args.steps is not None:
         steps = args.steps
     elif args.epochs is not None:
-        steps = math.ceil(args.epochs / rate - 1e-9)
+        steps = steps_at_rate(epochs=args.epochs, sampling_rate=rate)
         if limits.ACCOUNTED_STEPS.problem(steps) is not None:
             raise CliError(f"--epochs {args.epochs:g} at sampling rate {rate:g} is {steps:,} steps; "
                            f"--steps must be {limits.ACCOUNTED_STEPS.describe()}")  # fmt: skip

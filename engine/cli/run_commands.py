@@ -9,13 +9,14 @@ import time
 
 from cache import RunRecord, RunStatus, Store
 from engine.cli.common import CliError, bounded, emit, read_json_file
-from engine.jobs import settings, warmup
+from engine.jobs import settings
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import answer_from_store, new_run, submit
 from engine.jobs.recording import RunRecorder
 from engine.jobs.run_training import train_claimed
 from engine.jobs.sweep import SweepSubmission, submit_sweep
-from engine.jobs.worker import Heartbeat, Worker
+from engine.jobs.workers import warmup
+from engine.jobs.workers.worker import Heartbeat, Worker
 from engine.privacy import epsilon_text
 from engine.privacy.limits import NumberRange, brief
 from engine.training import load_dataset, parse_spec, plan_spec
@@ -117,7 +118,7 @@ def cmd_worker(args: argparse.Namespace, store: Store) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     backend = backend_of(args)
     if backend == "ray":
-        from engine.jobs.ray_backend import RayDispatcher  # Ray is imported only when asked for
+        from engine.jobs.workers.ray_backend import RayDispatcher  # Ray is imported only when asked for
 
         dispatcher = RayDispatcher(store, address=args.ray_address, gpus_per_run=args.gpus_per_run,
                                    max_in_flight=args.workers)  # fmt: skip
@@ -133,7 +134,7 @@ def cmd_worker(args: argparse.Namespace, store: Store) -> None:
         logging.getLogger("dplab.worker").info("started as %s on store %s", worker.name, store.path)
         worker.run_forever(poll_s=args.poll, exit_when_idle=args.once)
         return
-    from engine.jobs.pool import WorkerPool
+    from engine.jobs.workers.pool import WorkerPool
 
     workers = args.workers if args.workers is not None else settings.default_workers()
     logging.getLogger("dplab.pool").info("%d worker(s) on store %s", workers, store.path)

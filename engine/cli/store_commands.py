@@ -10,9 +10,10 @@ import argparse
 import sys
 
 from cache import RunStatus, Store, datasets_dir
-from cache.archive import TERMINAL, ArchiveError
-from cache.inputs import shown_path
-from cache.maintenance import SizeReport, check_deletable, compact, delete_runs, select_for_gc, size_report
+from cache.archive.format import ArchiveError
+from cache.archive.limits import shown_path
+from cache.store.maintenance import SizeReport, check_deletable, compact, delete_runs, select_for_gc, size_report
+from cache.store.records import TERMINAL
 from engine import ENGINE_VERSION
 from engine.cli.common import CliError, emit
 from engine.jobs.disclosure import DIAGNOSTICS_NOTE

@@ -1,6 +1,6 @@
 """Jobs: the queue with its result cache (`queue`), sweeps (`sweep`), job options (`options`), the
-local worker (`worker`) and its pool (`pool`), the Ray backend (`ray_backend`), export and import
-(`transfer`). The store side of a run is `recording`; the training side, `run_training`, imports no
+workers that take runs off the queue (`workers/`: the local worker, its pool, the Ray backend, the warm-up),
+export and import (`transfer`). The store side of a run is `recording`; the training side, `run_training`, imports no
 store, so it can run on hosts that cannot see the SQLite file.
 
 Submodules are imported directly (`from engine.jobs.queue import submit`): importing this package

@@ -23,7 +23,7 @@ from typing import Any
 from cache import RunStatus
 from engine.privacy.limits import brief
 from engine.training import TrainResult
-from engine.training.spec import RANGES, SCHEDULES
+from engine.training.config.keys import RANGES, SCHEDULES
 
 Check = Callable[[Any], bool]
 SPEC_STRINGS = ("dataset", "model", "algorithm", "optimizer", "clipping", "features", "aniso_granularity",

@@ -7,7 +7,7 @@
   the dashboard stays responsive while runs train on the same machine;
 - `DPLAB_STACK_MAX`: most runs of a sweep trained together as one stack (default 8, 1 to 64); 1 turns
   stacking off;
-- `DPLAB_WARMUP`: `0` makes a worker skip its warm-up (engine/jobs/warmup.py) before taking runs;
+- `DPLAB_WARMUP`: `0` makes a worker skip its warm-up (engine/jobs/workers/warmup.py) before taking runs;
 - `DPLAB_DATA_DIR`: where datasets are read from before the data home's download folder.
 """
 

@@ -32,7 +32,7 @@ from engine.jobs import settings
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import new_run
 from engine.training import RunSpec, SpecError, parse_spec, stack_key
-from engine.training.spec import ALL_KEYS
+from engine.training.config.keys import ALL_KEYS
 
 SWEEP_KEYS = ("name", "base", "grid", "seeds", "on_worker_lost", "vectorize")
 MAX_PARAMETERS = 2

@@ -1,5 +1,5 @@
 """Export and import of runs: a zip archive of specs and results (JSON), metrics (CSV) and sweeps
-(`cache.archive` describes the format). Bytes in and out, so the dashboard can offer a download and
+(`cache.archive.format` describes the format). Bytes in and out, so the dashboard can offer a download and
 take an upload; paths too, for the command line.
 
 Only terminal runs (finished, failed, cancelled) are exported; queued and running runs are left out
@@ -9,7 +9,7 @@ gradient-norm quantiles, ...), which no ε covers, travel only when the user opt
 (`include_private_diagnostics`), and the archive's manifest says which it is.
 
 An import is all or nothing: the archive is validated completely before the store is touched, and its
-runs land in one transaction. It streams (`cache.archive_reader`), so its memory does not grow with
+runs land in one transaction. It streams (`cache.archive.reader`), so its memory does not grow with
 the archive. A run id already in the store is skipped, never overwritten, so importing the same archive
 twice changes nothing the second time. Archives of either kind import, and so do those written before
 the opt-in existed (their manifest says nothing of it: read as holding diagnostics if they hold metrics).
@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from cache import RunStatus, Store
-from cache.archive import Archive, ArchivedRun, ArchiveError, write_archive
-from cache.archive_reader import ArchiveReader, Source
-from cache.maintenance import archive_runs, insert_runs
+from cache.archive.format import Archive, ArchivedRun, ArchiveError
+from cache.archive.reader import ArchiveReader, Source
+from cache.archive.writer import write_archive
+from cache.store.archive_io import archive_runs, insert_runs
 from engine import ENGINE_VERSION
 from engine.jobs.disclosure import (
     DIAGNOSTICS_NOTE,
@@ -48,7 +49,7 @@ from engine.jobs.disclosure import (
 )
 from engine.jobs.run_schema import RunShapeError, check_shown_fields
 from engine.training import SpecError, parse_spec
-from engine.training.spec import CSV_PREFIX
+from engine.training.config.keys import CSV_PREFIX
 
 UNVERIFIED = "unverified:"  # the key prefix of imported runs whose data cannot be checked here
 IMPORTED = "imported:"  # the key prefix of imported runs the user did not choose to serve from the cache

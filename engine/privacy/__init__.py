@@ -7,6 +7,7 @@ enforces it).
 - `accountants`: RDP, PLD, naive and advanced composition, zCDP, and the exact optimal composition of pure
   ε-DP releases: ε(δ) after each step.
 - `calibration`: σ for a target ε and the largest step count within a budget, by any accountant.
+- `planning`: the (q, T) schedule of a run (T steps at sampling rate q = L/N) and its step caps.
 - `statement`: the plain-language privacy statement of a run.
 """
 

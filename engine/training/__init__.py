@@ -1,10 +1,12 @@
 """DP training: datasets, models, per-example clipping, the algorithms' step chains and the trainer."""
 
-from engine.training.algorithms import describe_algorithms
+from engine.privacy.planning import steps_for
+from engine.training.algorithms.stacked import StackError, StackMember, stack_key, train_stack
+from engine.training.config.catalogue import describe_algorithms
+from engine.training.config.keys import Algorithm
+from engine.training.config.plan import TrainingPlan, plan_run, plan_spec
+from engine.training.config.spec import RunSpec, SpecError, parse_spec, spec_dataset_info
 from engine.training.datasets import DATASETS, Dataset, DatasetError, dataset_info, load_dataset
-from engine.training.plan import TrainingPlan, plan_run, plan_spec, steps_for
-from engine.training.spec import Algorithm, RunSpec, SpecError, parse_spec, spec_dataset_info
-from engine.training.stacked import StackError, StackMember, stack_key, train_stack
 from engine.training.trainer import StepRecord, TrainResult, pick_device, train
 
 __all__ = [

@@ -30,7 +30,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from engine.training.spec import NOISE_MODES, RunSpec
+from engine.training.config.keys import NOISE_MODES
+from engine.training.config.spec import RunSpec
 
 REPRODUCIBLE, RELEASE = NOISE_MODES
 PURPOSES = ("sampling", "noise", "pca", "count", "shuffle")

@@ -17,20 +17,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.privacy import Panel, PrivacyLedger, panel, privacy_statement, rdp_curve
-from engine.training import scatternet
-from engine.training.aniso import DEFAULT_MAX_RATIO, DEFAULT_SMOOTHING, AnisoDPSGD, aniso_dpsgd_step
+from engine.training.algorithms.aniso import DEFAULT_MAX_RATIO, DEFAULT_SMOOTHING, AnisoDPSGD, aniso_dpsgd_step
+from engine.training.algorithms.dpsgd import StepStats, dpsgd_step
+from engine.training.algorithms.learners.training import train_learner
+from engine.training.algorithms.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step, with_constant_feature
+from engine.training.algorithms.nonprivate import ShuffledBatches, nonprivate_step
+from engine.training.algorithms.optimizers import OptimizerName, make_optimizer, set_learning_rate
 from engine.training.clipping import make_clipper
+from engine.training.config.keys import Algorithm
+from engine.training.config.plan import TrainingPlan, plan_run
+from engine.training.config.spec import RunSpec
 from engine.training.datasets import Dataset, load_dataset
-from engine.training.dpsgd import StepStats, dpsgd_step
-from engine.training.learners.training import train_learner
-from engine.training.models import build_model
+from engine.training.features import scatternet
+from engine.training.features.models import build_model
+from engine.training.features.pca import normalize_rows, pca_projection, project
 from engine.training.noise import RandomSource, noise_mode, random_streams
-from engine.training.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step, with_constant_feature
-from engine.training.nonprivate import ShuffledBatches, nonprivate_step
-from engine.training.optimizers import OptimizerName, make_optimizer, set_learning_rate
-from engine.training.pca import normalize_rows, pca_projection, project
-from engine.training.plan import TrainingPlan, plan_run
-from engine.training.spec import Algorithm, RunSpec
 
 EVALUATIONS_PER_RUN = 100
 
@@ -80,7 +81,7 @@ class TrainResult:
     stopped_early: bool
     seconds: float
     device: str
-    stack: dict | None = None  # trained in a vectorized stack (`engine.training.stacked`): size, lead seed, joint ε
+    stack: dict | None = None  # trained in a vectorized stack (`algorithms.stacked`): size, lead seed, joint ε
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -1,0 +1,390 @@
+"""Reading a run archive (`cache.archive.format` describes the format) as a stream, in bounded memory.
+
+`ArchiveReader` checks the zip's directory first (member names, counts, declared sizes, encryption,
+compression: nothing is inflated yet) and reads the manifest; then it yields the runs of `runs.json`
+one at a time, the rows of a run's `metrics/<id>.csv` one at a time, and the sweeps. Memory stays at
+one run object, one CSV line and the set of run ids, whatever the archive's size: `runs.json` and
+`sweeps.json` are JSON arrays decoded element by element (an element may not exceed
+`MAX_ELEMENT_BYTES`), and metric rows must come in (step, name) order, which the exporter writes and
+which makes a repeated row visible without remembering the rows before it.
+
+Every check raises `ArchiveError` naming the member, the run and the field. The cross-member checks
+(manifest counts, metrics and sweep members of runs that are not in `runs.json`) complete when the
+stream that establishes them is consumed: `runs()` before `sweeps()`.
+"""
+
+import codecs
+import csv
+import io
+import json
+import os
+import struct
+import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from typing import Any, BinaryIO
+
+from cache.archive import format as archive_format
+from cache.archive.format import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST_FIELDS,
+    MANIFEST_OPTIONAL,
+    MAX_ARCHIVE_BYTES,
+    MAX_MEMBERS,
+    METRICS_MEMBER,
+    Archive,
+    ArchivedRun,
+    ArchivedSweep,
+    ArchiveError,
+    MetricRow,
+    check_fields,
+    check_run,
+    check_sweep,
+    metric_row,
+)
+from cache.archive.limits import InputError, open_regular_file, strict_decoder, strict_json
+
+MAX_ELEMENT_BYTES = 16 * 2**20  # one run or sweep object of runs.json / sweeps.json
+MAX_METRIC_LINE = 4096  # characters: step (≤ 15 digits), name (≤ 200 characters), value
+CHUNK_CHARACTERS = 1 << 20
+CSV_HEADER = "step,name,value"
+NUMBER_CHARACTERS = "0123456789+-.eE"  # what may follow a number's text that the buffer ends with
+FIXED_MEMBERS = ("manifest.json", "runs.json", "sweeps.json")
+Source = bytes | bytearray | memoryview | str | os.PathLike | BinaryIO
+ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, EOFError, OSError, ValueError,
+              NotImplementedError, RuntimeError)  # fmt: skip
+
+
+def _open_source(source: Source) -> BinaryIO:
+    if isinstance(source, bytes | bytearray | memoryview):
+        data = bytes(source)
+        if len(data) > MAX_ARCHIVE_BYTES:
+            raise ArchiveError(f"the file is larger than {MAX_ARCHIVE_BYTES // 2**20} MiB; not a run archive")
+        return io.BytesIO(data)  # shares the bytes' memory until written to
+    if isinstance(source, str | os.PathLike):
+        try:
+            return open_regular_file(source, limit=MAX_ARCHIVE_BYTES, what="run archive")
+        except InputError as exc:
+            raise ArchiveError(str(exc)) from None
+    if hasattr(source, "read") and hasattr(source, "seek"):
+        source.seek(0)
+        return source
+    raise ArchiveError(f"cannot read an archive from a {type(source).__name__}")
+
+
+class ArchiveReader(AbstractContextManager):
+    """One pass over an archive. Use as a context manager; `runs()` first, then `metric_rows(id)` for
+    any of the runs seen, then `sweeps()`."""
+
+    def __init__(self, source: Source):
+        self.file = _open_source(source)
+        self.closes_file = not hasattr(source, "read")
+        try:
+            self.file.seek(0, io.SEEK_END)
+            size = self.file.tell()
+            self.file.seek(0)
+            if size == 0:
+                raise ArchiveError("the file is empty; a run archive is a zip file")
+            try:
+                self.zip = zipfile.ZipFile(self.file)
+            except ZIP_ERRORS as exc:
+                raise ArchiveError(f"not a readable zip archive ({type(exc).__name__}: {exc})") from None
+            self.infos = self._directory()
+            self.manifest = self._manifest()
+        except BaseException:
+            self.close()
+            raise
+        self.run_ids: set[str] = set()
+        self.runs_read = False
+
+    # ------------------------------------------------------------------ the directory and the manifest
+
+    def _directory(self) -> dict[str, zipfile.ZipInfo]:
+        infos = self.zip.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise ArchiveError(f"{len(infos)} members; at most {MAX_MEMBERS} are allowed")
+        declared, allowed = sum(i.file_size for i in infos), archive_format.MAX_TOTAL_BYTES
+        if declared > allowed:
+            raise ArchiveError(f"members declare {declared} bytes uncompressed; at most {allowed} allowed")
+        out: dict[str, zipfile.ZipInfo] = {}
+        for info in infos:
+            name = info.filename
+            if name == "metrics/" and info.is_dir():
+                continue
+            if name not in FIXED_MEMBERS and not METRICS_MEMBER.fullmatch(name):
+                raise ArchiveError(f"unexpected member {name!r:.120}: an archive holds manifest.json, runs.json, "
+                                   "sweeps.json and metrics/<run id>.csv only")  # fmt: skip
+            if name in out:
+                raise ArchiveError(f"{name}: appears twice in the archive")
+            if info.flag_bits & 0x1:
+                raise ArchiveError(f"{name}: encrypted; a run archive is not")
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise ArchiveError(f"{name}: compression method {info.compress_type}; only stored or deflated are read")
+            out[name] = info
+        for required in ("manifest.json", "runs.json"):
+            if required not in out:
+                raise ArchiveError(f"{required}: missing; this is not a run archive")
+        return out
+
+    def _bytes(self, name: str, limit: int) -> bytes:
+        """A small member whole (at most `limit` bytes), checked against its declared size."""
+        info = self.infos[name]
+        if info.file_size > limit:
+            raise ArchiveError(f"{name}: {info.file_size:,} bytes; at most {limit:,} are read")
+        try:
+            with self.zip.open(info) as member:
+                content = member.read(info.file_size + 1)
+        except ZIP_ERRORS as exc:
+            raise ArchiveError(f"not a readable zip archive ({type(exc).__name__}: {exc})") from None
+        if len(content) != info.file_size:
+            raise ArchiveError(f"{name}: holds {len(content)} bytes, declares {info.file_size}")
+        return content
+
+    def _manifest(self) -> dict[str, Any]:
+        try:
+            raw = strict_json(self._bytes("manifest.json", MAX_ELEMENT_BYTES), where="manifest.json")
+        except InputError as exc:
+            raise ArchiveError(str(exc)) from None
+        obj = check_fields(raw, "manifest.json", MANIFEST_FIELDS, MANIFEST_OPTIONAL)
+        obj.setdefault("private_diagnostics", obj["includes_metrics"])  # older exports carried every metric
+        obj.setdefault("privacy_note", "")
+        if obj["format"] != FORMAT_NAME:
+            raise ArchiveError(f"manifest.json: format must be {FORMAT_NAME!r}; got {obj['format']!r:.80}")
+        if (version := obj["format_version"]) != FORMAT_VERSION:
+            newer = " (written by a newer DP lab)" if version > FORMAT_VERSION else ""
+            raise ArchiveError(f"manifest.json: format_version {version}{newer}; this engine reads {FORMAT_VERSION}")
+        return obj
+
+    @property
+    def engine_version(self) -> str:
+        return self.manifest["engine_version"]
+
+    @property
+    def metric_members(self) -> dict[str, str]:
+        """run id → its metrics member, for every metrics file in the archive."""
+        return {m[1]: name for name in self.infos if (m := METRICS_MEMBER.fullmatch(name)) is not None}
+
+    # ------------------------------------------------------------------ streams
+
+    def _text(self, name: str) -> Iterator[str]:
+        """A member's text in chunks, checked as UTF-8 and against its declared size."""
+        info = self.infos[name]
+        decoder = codecs.getincrementaldecoder("utf-8")()
+        read = 0
+        try:
+            with self.zip.open(info) as member:
+                while chunk := member.read(min(CHUNK_CHARACTERS, info.file_size + 1 - read)):
+                    read += len(chunk)
+                    if read > info.file_size:
+                        break
+                    yield decoder.decode(chunk)
+                yield decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise ArchiveError(f"{name}: not UTF-8 text") from None
+        except ZIP_ERRORS as exc:
+            raise ArchiveError(f"not a readable zip archive ({type(exc).__name__}: {exc})") from None
+        if read != info.file_size:
+            raise ArchiveError(f"{name}: holds {read} bytes, declares {info.file_size}")
+
+    def _elements(self, name: str) -> Iterator[Any]:
+        """The elements of the JSON array that member `name` holds, decoded one at a time."""
+        yield from json_array(self._text(name), where=name)
+
+    def runs(self) -> Iterator[ArchivedRun]:
+        """The runs of `runs.json`, each checked; at the end, the manifest's count and that every metrics
+        file belongs to one of them."""
+        self.run_ids = set()
+        for index, raw in enumerate(self._elements("runs.json")):
+            run = check_run(raw, f"runs.json: runs[{index}]")
+            if run.id in self.run_ids:
+                raise ArchiveError(f"runs.json: run id {run.id!r} appears more than once")
+            self.run_ids.add(run.id)
+            yield run
+        if self.manifest["run_count"] != len(self.run_ids):
+            raise ArchiveError(f"manifest.json: run_count is {self.manifest['run_count']} but the archive holds "
+                               f"{len(self.run_ids)}")  # fmt: skip
+        for run_id, member in sorted(self.metric_members.items()):
+            if run_id not in self.run_ids:
+                raise ArchiveError(f"{member}: metrics for run {run_id!r}, which is not in runs.json")
+        self.runs_read = True
+
+    def metric_rows(self, run_id: str) -> Iterator[MetricRow]:
+        """The metric rows of one run (none when the archive has no metrics file for it), in order."""
+        name = f"metrics/{run_id}.csv"
+        if name not in self.infos:
+            return
+        lines = _lines(self._text(name), where=name)
+        header = next(lines, None)
+        if header is None or header.rstrip("\r") != CSV_HEADER:
+            raise ArchiveError(f"{name}: the header must be {CSV_HEADER}; got {header!r:.80}")
+        reader = csv.reader(lines, strict=True)
+        previous: tuple[int, str] | None = None
+        try:
+            for row in reader:
+                try:
+                    step, metric, value = metric_row(row)
+                except ArchiveError as exc:
+                    raise ArchiveError(f"{name}: line {reader.line_num + 1}: {exc}") from None
+                if previous is not None and (step, metric) <= previous:
+                    where = f"{name}: line {reader.line_num + 1}"
+                    if (step, metric) == previous:
+                        raise ArchiveError(f"{where}: step {step} of {metric!r:.80} appears twice")
+                    raise ArchiveError(f"{where}: step {step} of {metric!r:.80} comes after step {previous[0]} of "
+                                       f"{previous[1]!r:.80}; rows are in (step, name) order")  # fmt: skip
+                previous = (step, metric)
+                yield step, metric, value
+        except csv.Error as exc:
+            raise ArchiveError(f"{name}: line {reader.line_num + 1}: not valid CSV ({exc})") from None
+
+    def sweeps(self) -> Iterator[ArchivedSweep]:
+        """The sweeps of `sweeps.json` (none when absent), each checked against the runs read before."""
+        if not self.runs_read:
+            raise RuntimeError("ArchiveReader.sweeps() needs runs() to have been read to its end")
+        if "sweeps.json" not in self.infos:
+            if self.manifest["sweep_count"] != 0:
+                raise ArchiveError(f"manifest.json: sweep_count is {self.manifest['sweep_count']} but the archive "
+                                   "holds 0")  # fmt: skip
+            return
+        seen: set[str] = set()
+        for index, raw in enumerate(self._elements("sweeps.json")):
+            sweep = check_sweep(raw, f"sweeps.json: sweeps[{index}]", run_ids=self.run_ids)
+            if sweep.id in seen:
+                raise ArchiveError("sweeps.json: a sweep id appears more than once")
+            seen.add(sweep.id)
+            yield sweep
+        if self.manifest["sweep_count"] != len(seen):
+            raise ArchiveError(f"manifest.json: sweep_count is {self.manifest['sweep_count']} but the archive holds "
+                               f"{len(seen)}")  # fmt: skip
+
+    def check_all(self) -> None:
+        """Read every member to its end with every check, keeping nothing."""
+        for run in self.runs():
+            for _ in self.metric_rows(run.id):
+                pass
+        for _ in self.sweeps():
+            pass
+
+    def close(self) -> None:
+        if getattr(self, "zip", None) is not None:
+            self.zip.close()
+        if self.closes_file:
+            self.file.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def json_array(chunks: Iterator[str], *, where: str) -> Iterator[Any]:
+    """The elements of a JSON array arriving as text chunks, each decoded as soon as it is complete (with
+    `cache.archive.limits.strict_decoder`: no repeated keys, no huge integers)."""
+    decoder = strict_decoder()
+    buffer, position, exhausted = "", 0, False
+    lines_before, column_before = 0, 0  # of the text already dropped from the buffer's front
+
+    def more() -> bool:
+        """Drop what was parsed, append the next chunk; False at the end of the text."""
+        nonlocal buffer, position, exhausted, lines_before, column_before
+        if exhausted:
+            return False
+        dropped = buffer[:position]
+        if "\n" in dropped:
+            lines_before += dropped.count("\n")
+            column_before = len(dropped) - dropped.rfind("\n") - 1
+        else:
+            column_before += len(dropped)
+        buffer, position = buffer[position:], 0
+        for chunk in chunks:
+            if chunk:
+                buffer += chunk
+                return True
+        exhausted = True
+        return False
+
+    def next_token() -> str:
+        """The next character that is not white space ("" at the end), at `position`."""
+        nonlocal position
+        while True:
+            while position < len(buffer) and buffer[position] in " \t\r\n":
+                position += 1
+            if position < len(buffer):
+                return buffer[position]
+            if not more():
+                return ""
+
+    def invalid(message: str, at: int) -> ArchiveError:
+        newline = buffer.rfind("\n", 0, at)
+        line = lines_before + buffer.count("\n", 0, at) + 1
+        column = at - newline if newline >= 0 else column_before + at + 1
+        return ArchiveError(f"{where}: not valid JSON ({message} at line {line} column {column})")
+
+    def element() -> Any:
+        nonlocal position
+        while True:
+            try:
+                value, end = decoder.raw_decode(buffer, position)
+                if not exhausted and buffer[end:].strip(NUMBER_CHARACTERS) == "":
+                    more()  # a number at the end of the text read so far may go on: decode again with more
+                    continue
+                position = end
+                return value
+            except json.JSONDecodeError as exc:
+                if len(buffer) - position > MAX_ELEMENT_BYTES:
+                    raise ArchiveError(f"{where}: not valid JSON, or an element larger than "
+                                       f"{MAX_ELEMENT_BYTES:,} characters") from None  # fmt: skip
+                if not more():
+                    raise invalid(exc.msg, exc.pos) from None
+            except InputError as exc:
+                raise ArchiveError(f"{where}: {exc}") from None
+            except RecursionError:
+                raise ArchiveError(f"{where}: JSON nested too deeply") from None
+
+    first = next_token()
+    if first != "[":
+        kinds = {"{": "an object", '"': "a string", "t": "a boolean", "f": "a boolean", "n": "null", "": "nothing"}
+        got = kinds.get(first, "a number")
+        raise ArchiveError(f"{where}: {where.removesuffix('.json')}: must be a list; got {got}")
+    position += 1
+    if next_token() == "]":
+        position += 1
+    else:
+        while True:
+            if next_token() == "":
+                raise invalid("Expecting value", position)
+            yield element()
+            token = next_token()
+            position += 1
+            if token == "]":
+                break
+            if token != ",":
+                raise invalid("Expecting ',' delimiter", position - 1)
+    if next_token() != "":
+        raise invalid("Extra data", position)
+
+
+def _lines(chunks: Iterator[str], *, where: str) -> Iterator[str]:
+    """Lines of text (without their newline) from chunks, none longer than `MAX_METRIC_LINE` characters."""
+    pending = ""
+    for chunk in chunks:
+        lines = (pending + chunk).split("\n")
+        pending = lines.pop()
+        if len(pending) > MAX_METRIC_LINE:
+            raise ArchiveError(f"{where}: a line longer than {MAX_METRIC_LINE} characters; not a metrics row")
+        yield from lines
+    if pending:
+        yield pending
+
+
+def read_archive(source: Source) -> Archive:
+    """The whole archive, decoded and checked, in memory: for small archives (tests, previews of a few
+    runs). Imports stream instead (`ArchiveReader`)."""
+    with ArchiveReader(source) as reader:
+        runs = tuple(reader.runs())
+        metrics = {run.id: list(reader.metric_rows(run.id)) for run in runs if run.id in reader.metric_members}
+        sweeps = tuple(reader.sweeps())
+        manifest = reader.manifest
+    return Archive(engine_version=manifest["engine_version"], runs=runs, metrics=metrics, sweeps=sweeps,
+                   includes_metrics=manifest["includes_metrics"], created_at=manifest["created_at"],
+                   private_diagnostics=manifest["private_diagnostics"],
+                   privacy_note=manifest["privacy_note"])  # fmt: skip

@@ -1,0 +1,155 @@
+"""DP-SGD (Abadi et al. 2016; seeds 001 and 003) as a chain of named stages:
+
+    sample a Poisson lot → clip and accumulate (over physical batches) → add Gaussian noise
+    → scale by 1/L → optimizer step
+
+A lot is what the privacy analysis sees; physical batches are how it fits in memory (seed 001's
+lot vs batch, Opacus' BatchMemoryManager): the clipped sums of the batches of one lot are added
+before the single noise draw, so the release is the same whatever the physical batch size.
+The numbers come from a `TrainingPlan`, whose ledger accounts for exactly them; the lots and the noise
+from the run's random streams (`noise`: reproducible lab streams or release-mode OS randomness).
+"""
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from engine.training.clipping import BookKeepingClipper, ClippedSum, MaterializedClipper, per_layer_thresholds
+from engine.training.config.plan import TrainingPlan
+from engine.training.noise import RandomSource, add_gaussian_noise, sample_poisson_lot
+
+Clipper = BookKeepingClipper | MaterializedClipper
+
+
+# ------------------------------------------------------------------------------------ stages
+
+
+def scale(grads: list[Tensor], factor: float) -> list[Tensor]:
+    """Multiply in place by a public constant (1/L)."""
+    for g in grads:
+        g.mul_(factor)
+    return grads
+
+
+def clip_and_accumulate(
+    clipper: Clipper, x: Tensor, y: Tensor, clip_norm: float | tuple[float, ...], physical_batch_size: int | None
+) -> ClippedSum:
+    """Σᵢ clip(gᵢ) over the rows of x, computed `physical_batch_size` rows at a time."""
+    if physical_batch_size is None or len(x) <= physical_batch_size:
+        return clipper.clipped_sum(x, y, clip_norm)
+    total: ClippedSum | None = None
+    norms, clipped = [], []
+    for start in range(0, len(x), physical_batch_size):
+        part = clipper.clipped_sum(x[start : start + physical_batch_size], y[start : start + physical_batch_size],
+                                   clip_norm)  # fmt: skip
+        norms.append(part.norms)
+        clipped.append(part.clipped)
+        if total is None:
+            total = part
+        else:  # add in place: memory stays one batch's worth plus one gradient
+            for acc, g in zip(total.grads, part.grads, strict=True):
+                acc.add_(g)
+            correct = None if total.correct is None or part.correct is None else total.correct + part.correct
+            total = ClippedSum(grads=total.grads, norms=total.norms, loss_sum=total.loss_sum + part.loss_sum,
+                               clipped=total.clipped, correct=correct)  # fmt: skip
+    return ClippedSum(grads=total.grads, norms=torch.cat(norms), loss_sum=total.loss_sum, clipped=torch.cat(clipped),
+                      correct=total.correct)  # fmt: skip
+
+
+def clip_thresholds(clipper: Clipper, clip_norm: float, clipping: str | None) -> float | tuple[float, ...]:
+    """Flat: one threshold C. Per layer: equal thresholds C/√K for K layers, whose squares sum to C²,
+    so the whole clipped gradient still has norm ≤ C and the accounting is unchanged."""
+    if clipping == "per_layer":
+        return per_layer_thresholds(clip_norm, len(clipper.layer_names))
+    return clip_norm
+
+
+GRAD_NORM_QUANTILES = (0.1, 0.5, 0.9)
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """What one step saw of the private data: diagnostics, never released."""
+
+    lot_size: int
+    loss_sum: float
+    clipped_fraction: float | None
+    # quantiles of the lot's per-example gradient norms before clipping (`GRAD_NORM_QUANTILES`)
+    grad_norm_p10: float | None = None
+    grad_norm_p50: float | None = None
+    grad_norm_p90: float | None = None
+    correct: int | None = None  # examples of the lot the model classified right, from the step's own logits
+
+
+@functools.lru_cache(maxsize=4096)
+def quantile_positions(
+    n: int, quantiles: tuple[float, ...] = GRAD_NORM_QUANTILES
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """For the linear interpolation of `torch.quantile` (and numpy's default) over n sorted values: the
+    indices (low, high per quantile, flattened) and the weight of the high one."""
+    indices, weights = [], []
+    for q in quantiles:
+        position = q * (n - 1)
+        low = math.floor(position)
+        indices += [low, min(low + 1, n - 1)]
+        weights.append(position - low)
+    return tuple(indices), tuple(weights)
+
+
+@functools.lru_cache(maxsize=4096)
+def _index_tensor(indices: tuple[int, ...], device: torch.device) -> Tensor:
+    return torch.tensor(indices, dtype=torch.long, device=device)
+
+
+def norm_quantiles(norms: Tensor) -> tuple[float, ...]:
+    """`GRAD_NORM_QUANTILES` of the per-example norms: one sort of n values, six of them read back
+    (torch.quantile does the same work with several times the per-call overhead on small lots)."""
+    return norm_quantiles_by_row(norms[None])[0]
+
+
+def norm_quantiles_by_row(norms: Tensor) -> list[tuple[float, ...]]:
+    """`norm_quantiles` of each row of a (K, n) tensor (the members of a vectorized stack): one sort, one read."""
+    indices, weights = quantile_positions(norms.shape[1])
+    rows = torch.sort(norms.detach(), dim=1).values[:, _index_tensor(indices, norms.device)].tolist()
+    return [tuple(lo + (hi - lo) * w for lo, hi, w in zip(b[::2], b[1::2], weights, strict=True)) for b in rows]
+
+
+def stats_of(clipped: ClippedSum, n: int) -> StepStats:
+    """The step's diagnostics from what clipping computed anyway: no extra pass over the lot."""
+    if not n:
+        return StepStats(lot_size=0, loss_sum=float(clipped.loss_sum), clipped_fraction=None)
+    p10, p50, p90 = norm_quantiles(clipped.norms)
+    return StepStats(
+        lot_size=n, loss_sum=float(clipped.loss_sum), clipped_fraction=float(clipped.clipped.float().mean()),
+        grad_norm_p10=p10, grad_norm_p50=p50, grad_norm_p90=p90,
+        correct=None if clipped.correct is None else int(clipped.correct),
+    )  # fmt: skip
+
+
+def dpsgd_step(
+    *,
+    step: int,
+    clipper: Clipper,
+    optimizer: torch.optim.Optimizer,
+    x: Tensor,
+    y: Tensor,
+    plan: TrainingPlan,
+    physical_batch_size: int | None,
+    sampling_generator: RandomSource,
+    noise_generator: RandomSource,
+) -> StepStats:
+    """Step `step` (1-based) of the plan; the lot and the noise come from the run's streams (`noise`)."""
+    clip_norm = plan.clip_norm_at(step)
+    optimizer.zero_grad(set_to_none=True)  # the last update's gradient need not outlive it
+    lot = sample_poisson_lot(len(x), plan.sampling_rate, sampling_generator, x.device)
+    thresholds = clip_thresholds(clipper, clip_norm, plan.clipping)
+    clipped = clip_and_accumulate(clipper, x[lot], y[lot], thresholds, physical_batch_size)
+    noisy = add_gaussian_noise(clipped.grads, plan.noise_multiplier_at(step) * clip_norm, noise_generator)
+    update = scale(noisy, 1.0 / plan.lot_size)
+    for param, g in zip(clipper.params, update, strict=True):
+        param.grad = g
+    optimizer.step()
+    return stats_of(clipped, int(lot.numel()))

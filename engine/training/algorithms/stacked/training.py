@@ -1,0 +1,332 @@
+"""Which runs can train as one stack, and the stacked trainer: shared Poisson lots from the lead member's
+stream, each member's own noise, initialization, learning rate and records (see the package docstring); the
+joint ε of releasing the whole stack."""
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from engine.privacy import PrivacyLedger, Release, dpsgd_step_event, panel, rdp_curve
+from engine.training.algorithms.dpsgd import norm_quantiles_by_row
+from engine.training.algorithms.optimizers import DEFAULT_MOMENTUM, OptimizerName
+from engine.training.algorithms.stacked.clipping import StackedClippedSum, StackedClipper, StackError
+from engine.training.algorithms.stacked.optimizer import StackedOptimizer
+from engine.training.clipping import constant_tensor
+from engine.training.config.keys import Algorithm
+from engine.training.config.plan import TrainingPlan
+from engine.training.config.spec import RunSpec
+from engine.training.datasets import Dataset
+from engine.training.noise import (
+    RELEASE,
+    Stream,
+    fill_gaussian_noise,
+    noise_mode,
+    noise_stream_key,
+    pca_release_identity,
+    random_streams,
+    sample_poisson_lot,
+)
+from engine.training.trainer import (
+    EVALUATIONS_PER_RUN,
+    StepRecord,
+    TrainResult,
+    build_run_model,
+    features,
+    input_arrays,
+    load_spec_dataset,
+    pick_device,
+    result_of,
+)
+
+# What every member of a stack must share: the data, the model, and the lots (q and the number of steps).
+STACK_KEYS = ("dataset", "schema", "data_sha256", "features", "pca_dims", "model", "hidden", "lot_size", "epochs",
+              "optimizer", "noise")  # fmt: skip
+JOINT_ACCOUNTANTS = ("rdp", "pld")  # the joint ε is the tightest of these for the joint ledger
+
+
+def stack_key(spec: RunSpec) -> str | None:
+    """Specs with equal keys can train as one stack; None: this spec never stacks (not DP-SGD with flat
+    clipping). DP-PCA runs stack too: members whose PCA releases differ (another seed or σ_p) each get their own.
+    Only runs of one noise mode stack (a release-mode stack draws its lots from the OS too)."""
+    if spec.algorithm != Algorithm.DPSGD or spec.clipping not in (None, "flat"):
+        return None
+    shared = {key: getattr(spec, key) for key in STACK_KEYS}
+    return json.dumps(shared, sort_keys=True, default=list)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackMember:
+    spec: RunSpec
+    plan: TrainingPlan
+
+
+def stack_note(members: int, sampling_rate: float, noise: str) -> str:
+    lots = "from OS randomness" if noise == RELEASE else "from the lead run's sampling stream"
+    return (f"Trained in a vectorized stack of {members} runs that shared each step's Poisson lot (rate q = "
+            f"{sampling_rate:.4g}, drawn {lots}); each run drew its own noise (a stream no other run shares), so "
+            "this run on its own is an exact DP-SGD run and the ε above is its own. Releasing several runs of the "
+            "stack together costs their joint ε (stored with the stack: every run's Gaussian noise on each shared "
+            "lot, and every up-front release), not this one.")  # fmt: skip
+
+
+def joint_ledger(plans: Sequence[TrainingPlan], *, upfront_keys: Sequence[str] | None = None) -> PrivacyLedger:
+    """The ledger of releasing every member of a stack: per step, the K noisy sums of one shared lot are one
+    Gaussian mechanism whose sensitivity, in units of each member's noise, is √(Σₖ σₖ⁻²): a sampled Gaussian
+    at σ_joint = (Σₖ σₖ⁻²)^(−1/2), each member's sum moving by at most its own C (valid only because no two
+    members share a noise stream). Before the steps, every distinct up-front release (DP-PCA) of the members:
+    `upfront_keys[k]` names member k's release, and members with one key made one release (charged once);
+    without keys every member's up-front releases are charged."""
+    keys = list(upfront_keys) if upfront_keys is not None else [str(k) for k in range(len(plans))]
+    firsts: dict[str, TrainingPlan] = {}
+    for key, plan in zip(keys, plans, strict=True):
+        firsts.setdefault(key, plan)
+    upfront = tuple(release for plan in firsts.values() for release in plan.upfront())
+    steps = plans[0].steps
+    sigmas = np.array([np.repeat([p.noise_multiplier * f for f, _ in p.noise_phases], [n for _, n in p.noise_phases])
+                       for p in plans])  # (K, T): σ of every member at every step  # fmt: skip
+    joint = (1.0 / np.square(sigmas)).sum(axis=0) ** -0.5
+    phases, start = [], 0
+    for end in [*np.flatnonzero(np.diff(joint)) + 1, steps]:
+        event = dpsgd_step_event(sampling_rate=plans[0].sampling_rate, noise_multiplier=float(joint[start]))
+        label = f"the stack's {len(plans)} releases of one step, σ_joint = {joint[start]:.4g}"
+        phases.append(Release(event=event, count=int(end - start), label=label))
+        start = end
+    return PrivacyLedger(phases=tuple(phases), upfront=upfront)
+
+
+def joint_epsilon(members: Sequence["StackMember"], plans: Sequence[TrainingPlan]) -> dict[str, Any]:
+    """The stack's joint ε by the tightest of `JOINT_ACCOUNTANTS` for `joint_ledger` (up-front releases
+    included, one per distinct PCA release), at the smallest δ of the members; ∞ (no bound) if two members
+    would share a noise stream: their models would then differ by a noiseless function of the data."""
+    delta = min(p.delta for p in plans)
+    keys = [noise_stream_key(m.spec) for m in members]
+    if len({k for k in keys if k is not None}) < sum(k is not None for k in keys):
+        return {"joint_epsilon": math.inf, "joint_accountant": "shared noise stream", "joint_delta": delta}
+    ledger = joint_ledger(plans, upfront_keys=[pca_release_identity(m.spec) for m in members])
+    name, epsilon = panel(ledger, delta=delta, names=JOINT_ACCOUNTANTS).tightest()
+    return {"joint_epsilon": float(epsilon), "joint_accountant": name, "joint_delta": delta}
+
+
+def check_stackable(members: Sequence[StackMember]) -> None:
+    keys = {stack_key(m.spec) for m in members}
+    if None in keys or len(keys) != 1:
+        raise StackError("stacked runs must all be flat-clipped DP-SGD on the same data, model, lot size, epochs "
+                         f"and optimizer ({', '.join(STACK_KEYS)})")  # fmt: skip
+    if len({(m.plan.steps, m.plan.lot_size, m.plan.n_train) for m in members}) != 1:
+        raise StackError("stacked runs must have the same plan of lots (N, L and steps)")
+
+
+def train_stack(
+    members: Sequence[StackMember],
+    *,
+    data_dirs: Sequence[Path] = (),
+    on_step: Sequence[Callable[[StepRecord], None] | None] | None = None,
+    should_stop: Sequence[Callable[[], bool] | None] | None = None,
+    device: torch.device | None = None,
+    dataset: Dataset | None = None,
+) -> list[TrainResult]:
+    """Train the members as one stack; one result per member, in order. A member whose `should_stop` says
+    so ends there (its result `stopped_early`) and leaves the stack; an exception from one stops them all."""
+    check_stackable(members)
+    started = time.perf_counter()
+    device = device or pick_device()
+    k_all = len(members)
+    emit = [(cb or (lambda record: None)) for cb in (on_step or [None] * k_all)]
+    stops = list(should_stop or [None] * k_all)
+    lead = members[0]
+    data = dataset or load_spec_dataset(lead.spec, data_dirs)
+    if lead.plan.n_train != len(data.x_train):
+        raise ValueError(f"plan is for N={lead.plan.n_train} but {lead.spec.dataset} has N={len(data.x_train)}")
+    note = stack_note(k_all, lead.plan.sampling_rate, noise_mode(lead.spec))
+    plans = [replace(m.plan, notes=(*m.plan.notes, note)) for m in members]
+    rdp_of = PerLedger(lambda ledger, delta: rdp_curve(ledger, delta=delta, steps=np.arange(ledger.steps + 1)))
+    curves = [rdp_of(p.ledger(), p.delta).epsilons for p in plans]
+
+    x_train, x_test = input_arrays(lead.spec, data, cache_dir=Path(data_dirs[-1]) if data_dirs else None,
+                                   device=device)  # fmt: skip
+    x_train, y_train = torch.as_tensor(x_train, device=device), torch.as_tensor(data.y_train, device=device)
+    x_test, y_test = torch.as_tensor(x_test, device=device), torch.as_tensor(data.y_test, device=device)
+    streams = [random_streams(m.spec, device) for m in members]
+    inputs = StackInputs.of(members, plans, streams, x_train, x_test)
+    models = []
+    for m in members:
+        torch.manual_seed(m.spec.seed)  # each member's own (public) initialization, as a separate run draws it
+        models.append(build_run_model(m.spec, n_features=inputs.n_features, n_classes=data.n_classes,
+                                      image_shape=data.image_shape).to(device))  # fmt: skip
+    clipper = StackedClipper(models)
+    momenta = [m.spec.momentum if m.spec.momentum is not None else DEFAULT_MOMENTUM for m in members]
+    optimizer = StackedOptimizer(OptimizerName(lead.spec.optimizer), clipper.params, momenta)
+    chunk = min((m.spec.physical_batch_size for m in members if m.spec.physical_batch_size), default=None)
+    plan0 = plans[0]
+    eval_every = max(1, plan0.steps // EVALUATIONS_PER_RUN)
+    alive = list(range(k_all))  # indices into `members` of those still training, in stack order
+    outcome: dict[int, tuple[float, float, int]] = {}
+
+    accuracies, losses = _evaluate(clipper, inputs, y_test)
+    for k in alive:
+        emit[k](StepRecord(step=0, epoch=0.0, epsilon=float(curves[k][0]), test_accuracy=accuracies[k],
+                           test_loss=losses[k]))  # fmt: skip
+    loop_started = time.perf_counter()
+    for step in range(1, plan0.steps + 1):
+        epoch = plan0.epoch_of(step - 1)
+        lot = sample_poisson_lot(len(x_train), plan0.sampling_rate, streams[0]["sampling"], device)
+        clip_norms = [plans[k].clip_norm_at(step) for k in alive]
+        clipped = _clipped_sum_in_chunks(clipper, inputs.rows(inputs.train, lot), y_train[lot], clip_norms, chunk,
+                                         per_member=inputs.per_member)  # fmt: skip
+        noise = {n: torch.empty_like(g) for n, g in clipped.grads.items()}
+        for row, k in enumerate(alive):  # each member's own noise stream, tensor by tensor: a separate run's draws
+            std = plans[k].noise_multiplier_at(step) * clip_norms[row]
+            for n in clipper.names:
+                fill_gaussian_noise(noise[n][row], std, streams[k]["noise"])
+        for n, g in clipped.grads.items():
+            g.add_(noise[n]).mul_(1.0 / plan0.lot_size)
+        del noise
+        lrs = tuple(members[k].spec.lr * members[k].spec.lr_schedule.factor_at(epoch) for k in alive)
+        optimizer.step(clipped.grads, constant_tensor(lrs, x_train.dtype, device))
+
+        stopping = [bool(stops[k] and stops[k]()) for k in alive]
+        evaluate_now = step % eval_every == 0 or step == plan0.steps or any(stopping)
+        if evaluate_now:
+            accuracies, losses = _evaluate(clipper, inputs, y_test)
+        records = _step_records(step, plan0, clipped, [curves[k][step] for k in alive],
+                                time.perf_counter() - loop_started)  # fmt: skip
+        for row, k in enumerate(alive):
+            extra = dict(test_accuracy=accuracies[row], test_loss=losses[row]) if evaluate_now else {}
+            emit[k](StepRecord(**records[row], **extra))
+            if stopping[row] or step == plan0.steps:
+                outcome[k] = (accuracies[row], losses[row], step)
+        if any(stopping):
+            rows = [row for row, stop in enumerate(stopping) if not stop]
+            alive = [alive[row] for row in rows]
+            if not alive:
+                break
+            index = torch.tensor(rows, device=device)
+            clipper.keep(index)
+            optimizer.keep(index, clipper.params)
+            inputs.keep(index)
+
+    seconds = time.perf_counter() - started
+    stack = {"members": k_all, "lead_seed": lead.spec.seed, "sampling_rate": plan0.sampling_rate,
+             **joint_epsilon(members, plans)}  # fmt: skip
+    results, panel_of = [], PerLedger(lambda ledger, delta: panel(ledger, delta=delta))
+    for k, (m, plan) in enumerate(zip(members, plans, strict=True)):
+        accuracy, loss, steps_done = outcome[k]
+        result = result_of(plan, m.spec, accuracy=accuracy, loss=loss, steps_done=steps_done, seconds=seconds,
+                           device=device, panel_of=panel_of)  # fmt: skip
+        results.append(replace(result, stack={**stack, "position": k}))
+    return results
+
+
+@dataclass(kw_only=True)
+class StackInputs:
+    """What the models see: one (N, d) tensor every member shares, or (K, N, d) when members' inputs differ
+    (DP-PCA releases of other seeds or σ_p: one release per distinct `pca_release_identity`, drawn from that
+    release's stream, as a separate run of any of its members draws it)."""
+
+    train: Tensor
+    test: Tensor
+    per_member: bool
+
+    @classmethod
+    def of(cls, members: Sequence[StackMember], plans: Sequence[TrainingPlan], streams: Sequence[dict[str, Stream]],
+           x_train: Tensor, x_test: Tensor) -> "StackInputs":  # fmt: skip
+        if members[0].spec.pca_dims is None:
+            return cls(train=x_train, test=x_test, per_member=False)
+        projected: dict[str, tuple[Tensor, Tensor]] = {}
+        for m, plan, stream in zip(members, plans, streams, strict=True):
+            key = pca_release_identity(m.spec)  # equal keys: one release (in release mode: one OS draw)
+            if key not in projected:
+                projected[key] = features(m.spec, plan, x_train, x_test, stream["pca"])
+        if len(projected) == 1:
+            train, test = next(iter(projected.values()))
+            return cls(train=train, test=test, per_member=False)
+        each = [projected[pca_release_identity(m.spec)] for m in members]
+        return cls(train=torch.stack([t for t, _ in each]), test=torch.stack([t for _, t in each]), per_member=True)
+
+    @property
+    def n_features(self) -> int:
+        return self.train.shape[-1]
+
+    def rows(self, x: Tensor, index: Tensor | slice) -> Tensor:
+        return x[:, index] if self.per_member else x[index]
+
+    def keep(self, alive: Tensor) -> None:
+        if self.per_member:
+            self.train, self.test = self.train[alive], self.test[alive]
+
+
+class PerLedger:
+    """`compute(ledger, δ)` once per distinct (ledger, δ): members with equal ledgers (a learning-rate, C or
+    seed grid) share the numbers. Ledgers are compared, not hashed (a composed DP event holds a list)."""
+
+    def __init__(self, compute: Callable[[PrivacyLedger, float], Any]):
+        self.compute = compute
+        self.done: list[tuple[tuple[PrivacyLedger, float], Any]] = []
+
+    def __call__(self, ledger: PrivacyLedger, delta: float) -> Any:
+        key = (ledger, delta)
+        for seen, value in self.done:
+            if seen == key:
+                return value
+        value = self.compute(ledger, delta)
+        self.done.append((key, value))
+        return value
+
+
+def _clipped_sum_in_chunks(clipper: StackedClipper, x: Tensor, y: Tensor, clip_norms: list[float],
+                           chunk: int | None, *, per_member: bool) -> StackedClippedSum:  # fmt: skip
+    if chunk is None or len(y) <= chunk:
+        return clipper.clipped_sum(x, y, clip_norms, per_member=per_member)
+    parts = [clipper.clipped_sum(x[:, s : s + chunk] if per_member else x[s : s + chunk], y[s : s + chunk],
+                                 clip_norms, per_member=per_member) for s in range(0, len(y), chunk)]  # fmt: skip
+    grads = parts[0].grads
+    for part in parts[1:]:
+        for name, g in part.grads.items():
+            grads[name].add_(g)
+    return StackedClippedSum(
+        grads=grads, norms=torch.cat([p.norms for p in parts], dim=1), loss_sum=sum(p.loss_sum for p in parts),
+        clipped=torch.cat([p.clipped for p in parts], dim=1), correct=sum(p.correct for p in parts),
+    )  # fmt: skip
+
+
+def _evaluate(clipper: StackedClipper, inputs: "StackInputs", y: Tensor,
+              batch: int = 8192) -> tuple[list[float], list[float]]:  # fmt: skip
+    """Each member's (accuracy, mean cross-entropy) on the held-out set."""
+    correct = torch.zeros(clipper.members, dtype=torch.float64, device=y.device)
+    loss = torch.zeros_like(correct)
+    for start in range(0, len(y), batch):
+        part = inputs.rows(inputs.test, slice(start, start + batch))
+        logits = clipper.logits(part, per_member=inputs.per_member)  # (K, b, classes)
+        target = y[start : start + batch]
+        correct += (logits.argmax(dim=2) == target).sum(dim=1)
+        loss += F.cross_entropy(logits.transpose(1, 2), target.expand(len(logits), -1), reduction="none").sum(dim=1)
+    return (correct / len(y)).tolist(), (loss / len(y)).tolist()
+
+
+def _step_records(step: int, plan: TrainingPlan, clipped: StackedClippedSum, epsilons: list[float],
+                  elapsed: float) -> list[dict]:  # fmt: skip
+    """Each member's private diagnostics of the step, from what clipping computed anyway."""
+    n = clipped.norms.shape[1]
+    common = dict(step=step, epoch=plan.epoch_of(step), lot_size=n, elapsed_s=elapsed)
+    if not n:
+        return [dict(common, epsilon=float(e)) for e in epsilons]
+    quantiles = norm_quantiles_by_row(clipped.norms)
+    loss = (clipped.loss_sum / n).tolist()
+    fraction = clipped.clipped.float().mean(dim=1).tolist()
+    accuracy = (clipped.correct.double() / n).tolist()
+    records = []
+    for row, epsilon in enumerate(epsilons):
+        p10, p50, p90 = quantiles[row]
+        records.append(dict(common, epsilon=float(epsilon), train_loss=loss[row], clip_fraction=fraction[row],
+                            grad_norm_p10=p10, grad_norm_p50=p50, grad_norm_p90=p90,
+                            train_accuracy=accuracy[row]))  # fmt: skip
+    return records
