@@ -148,8 +148,9 @@ def epsilon_figure(
         tight_max = max(tight_max, target_epsilon)
     if tight_max > 0:
         fig.update_yaxes(range=[0, tight_max * 1.15])
-    fig.update_layout(showlegend=True, legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(128,128,128,0.12)",
-                                               "font": {"size": 10}})  # fmt: skip
+    fig.update_layout(
+        showlegend=True, legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(128,128,128,0.12)", "font": {"size": 10}}
+    )
     return fig
 
 
@@ -165,12 +166,28 @@ def planned_epsilon_figure(
     title = "Planned ε over the run (PLD, and RDP dotted)" if pld else "Planned ε over the run (RDP)"
     fig = _base(title, "ε", int(steps[-1]) if len(steps) else None)
     rdp_line = {"color": RUN_COLOR, "width": 1, "dash": "dot"} if pld else {"color": RUN_COLOR, "width": 2}
-    fig.add_trace(go.Scatter(x=list(steps), y=list(epsilons), mode="lines", line=rdp_line, name="ε (RDP)",
-                             hovertemplate="after %{x:,} steps: ε = %{y:.3g} (RDP)<extra></extra>"))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=list(steps),
+            y=list(epsilons),
+            mode="lines",
+            line=rdp_line,
+            name="ε (RDP)",
+            hovertemplate="after %{x:,} steps: ε = %{y:.3g} (RDP)<extra></extra>",
+        )
+    )
     if pld:
-        fig.add_trace(go.Scatter(x=list(pld[0]), y=list(pld[1]), mode="lines+markers", name="ε (PLD)",
-                                 line={"color": RUN_COLOR, "width": 2}, marker={"size": 4},
-                                 hovertemplate="after %{x:,} steps: ε = %{y:.3g} (PLD)<extra></extra>"))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=list(pld[0]),
+                y=list(pld[1]),
+                mode="lines+markers",
+                name="ε (PLD)",
+                line={"color": RUN_COLOR, "width": 2},
+                marker={"size": 4},
+                hovertemplate="after %{x:,} steps: ε = %{y:.3g} (PLD)<extra></extra>",
+            )
+        )
     if target_epsilon is not None:
         _hline(fig, target_epsilon, color=LIMIT_COLOR, text=f"target {target_epsilon:g}", width=1)
     fig.update_layout(height=210, margin={"l": 10, "r": 10, "t": 32, "b": 10}, title={"font": {"size": 13}})
@@ -180,8 +197,18 @@ def planned_epsilon_figure(
 
 # Colours per run: the same run has the same colour on every page and chart (a stable hash of its
 # id into a ten-colour palette that reads on light and dark backgrounds).
-RUN_PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#C9A100", "#B279A2", "#FF9DA6",
-               "#9D755D", "#79706E")  # fmt: skip
+RUN_PALETTE = (
+    "#4C78A8",
+    "#F58518",
+    "#54A24B",
+    "#E45756",
+    "#72B7B2",
+    "#C9A100",
+    "#B279A2",
+    "#FF9DA6",
+    "#9D755D",
+    "#79706E",
+)
 
 
 def run_color(run_id: str) -> str:
@@ -192,10 +219,22 @@ def run_color(run_id: str) -> str:
 
 # The Plan page: one colour per accountant, the same on every Plan chart (RDP keeps the run colour of the
 # live ε chart); dashes as in ACCOUNTANT_STYLES.
-ACCOUNTANT_COLORS = {"rdp": RUN_COLOR, "pld": "#F58518", "zcdp": "#72B7B2", "advanced": "#54A24B",
-                     "naive": "#B279A2", "optimal_pure": "#E45756"}  # fmt: skip
-ACCOUNTANT_LABELS = {"rdp": "RDP", "pld": "PLD", "zcdp": "zCDP", "advanced": "advanced composition",
-                     "naive": "naive composition", "optimal_pure": "optimal composition (pure ε)"}  # fmt: skip
+ACCOUNTANT_COLORS = {
+    "rdp": RUN_COLOR,
+    "pld": "#F58518",
+    "zcdp": "#72B7B2",
+    "advanced": "#54A24B",
+    "naive": "#B279A2",
+    "optimal_pure": "#E45756",
+}
+ACCOUNTANT_LABELS = {
+    "rdp": "RDP",
+    "pld": "PLD",
+    "zcdp": "zCDP",
+    "advanced": "advanced composition",
+    "naive": "naive composition",
+    "optimal_pure": "optimal composition (pure ε)",
+}
 
 
 def accountant_dash(name: str) -> str:
@@ -223,17 +262,26 @@ def plan_epsilon_figure(
                 mode="lines+markers" if name == "pld" else "lines",  # PLD: a coarse grid, its points shown
                 name=label,
                 marker={"size": 5},
-                line={"color": ACCOUNTANT_COLORS[name], "width": 3 if name == tightest else 2,
-                      "dash": accountant_dash(name)},
+                line={
+                    "color": ACCOUNTANT_COLORS[name],
+                    "width": 3 if name == tightest else 2,
+                    "dash": accountant_dash(name),
+                },
                 hovertemplate=f"{ACCOUNTANT_LABELS[name]}: ε = %{{y:.4g}}<extra></extra>",
             )
-        )  # fmt: skip
+        )
     if target_epsilon is not None:
         fig.add_hline(y=target_epsilon, line={"color": LIMIT_COLOR, "dash": "dash", "width": 1.5})
         fig.add_annotation(  # annotations on a log axis take log10 of the value (add_hline's would not)
-            x=0.5, xref="paper", xanchor="center", y=math.log10(target_epsilon) if log_y else target_epsilon,
-            yanchor="bottom", text=f"target ε = {target_epsilon:g}", showarrow=False, font={"color": LIMIT_COLOR},
-        )  # fmt: skip
+            x=0.5,
+            xref="paper",
+            xanchor="center",
+            y=math.log10(target_epsilon) if log_y else target_epsilon,
+            yanchor="bottom",
+            text=f"target ε = {target_epsilon:g}",
+            showarrow=False,
+            font={"color": LIMIT_COLOR},
+        )
     fig.update_layout(
         title={"text": "Privacy loss ε against epochs, by accountant", "font": {"size": 15}},
         margin={"l": 10, "r": 10, "t": 40, "b": 10},
@@ -317,8 +365,14 @@ def sweep_frontier_figure(
     if second is None:
         groups = [("mean over seeds", summary, points)]
     else:
-        groups = [(f"{plotly_text(labels.get(second, second))} = {_value_text(v)}", summary[summary[second] == v],
-                   points[points[second] == v]) for v in series]  # fmt: skip
+        groups = [
+            (
+                f"{plotly_text(labels.get(second, second))} = {_value_text(v)}",
+                summary[summary[second] == v],
+                points[points[second] == v],
+            )
+            for v in series
+        ]
     for index, (name, line, runs) in enumerate(groups):
         color = RUN_PALETTE[index % len(RUN_PALETTE)]
         fig.add_trace(
@@ -353,8 +407,9 @@ def sweep_frontier_figure(
                 "spread %{customdata[2]:.3f}–%{customdata[3]:.3f} over %{customdata[1]} seed(s)<extra></extra>",
             )
         )
-    _comparison_layout(fig, f"Privacy–utility frontier (points labelled by {name_of})", FRONTIER_X_TITLE,
-                       "test accuracy")  # fmt: skip
+    _comparison_layout(
+        fig, f"Privacy–utility frontier (points labelled by {name_of})", FRONTIER_X_TITLE, "test accuracy"
+    )
     epsilons = points["epsilon"] if len(points) else pd.Series(dtype=float)
     if len(epsilons) and epsilons.min() > 0 and epsilons.max() / epsilons.min() >= 10:
         low, high = float(epsilons.min()) / 1.3, float(epsilons.max()) * 1.3
@@ -459,12 +514,27 @@ def run_accuracy_figure(
     if not lot.empty:
         smooth = lot.assign(train_accuracy=lot["train_accuracy"].rolling(smoothing, min_periods=1).mean())
         smooth = thin(smooth)
-        fig.add_trace(go.Scatter(x=smooth["step"], y=smooth["train_accuracy"], mode="lines", opacity=0.8,
-                                 line={"color": color, "width": 1.5, "dash": "dot"},
-                                 name=f"on the lot, mean of {smoothing} steps (private, not released)"))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=smooth["step"],
+                y=smooth["train_accuracy"],
+                mode="lines",
+                opacity=0.8,
+                line={"color": color, "width": 1.5, "dash": "dot"},
+                name=f"on the lot, mean of {smoothing} steps (private, not released)",
+            )
+        )
     test = _series(frame, "test_accuracy")
-    fig.add_trace(go.Scatter(x=test["step"], y=test["test_accuracy"], mode="lines+markers", marker={"size": 4},
-                             line={"color": color, "width": 2}, name="test set"))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=test["step"],
+            y=test["test_accuracy"],
+            mode="lines+markers",
+            marker={"size": 4},
+            line={"color": color, "width": 2},
+            name="test set",
+        )
+    )
     for label, accuracy in references:
         _hline(
             fig,
@@ -495,27 +565,68 @@ def private_diagnostics_figure(
     norms = frame[["step", *columns]].dropna() if set(columns) <= set(frame.columns) else pd.DataFrame()
     if not norms.empty:
         norms = thin(norms.assign(**{c: norms[c].rolling(smoothing, min_periods=1).mean() for c in columns}))
-        fig.add_trace(go.Scatter(x=norms["step"], y=norms["grad_norm_p90"], mode="lines", line={"width": 0},
-                                 showlegend=False, name="norm p90", hoverinfo="skip"))  # fmt: skip
-        fig.add_trace(go.Scatter(x=norms["step"], y=norms["grad_norm_p10"], mode="lines", line={"width": 0},
-                                 fill="tonexty", fillcolor=rgba(color, 0.3), name="norms p10–p90"))  # fmt: skip
-        fig.add_trace(go.Scatter(x=norms["step"], y=norms["grad_norm_p50"], mode="lines",
-                                 line={"color": color, "width": 2}, name="median norm"))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=norms["step"],
+                y=norms["grad_norm_p90"],
+                mode="lines",
+                line={"width": 0},
+                showlegend=False,
+                name="norm p90",
+                hoverinfo="skip",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=norms["step"],
+                y=norms["grad_norm_p10"],
+                mode="lines",
+                line={"width": 0},
+                fill="tonexty",
+                fillcolor=rgba(color, 0.3),
+                name="norms p10–p90",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=norms["step"],
+                y=norms["grad_norm_p50"],
+                mode="lines",
+                line={"color": color, "width": 2},
+                name="median norm",
+            )
+        )
     if clip_norm is not None:
         _hline(fig, clip_norm, color=REFERENCE_COLOR, text=f"C = {clip_norm:g}", position="top left", font_size=10)
     clipped = _series(frame, "clip_fraction")
     if not clipped.empty:
         clipped = thin(clipped.assign(clip_fraction=clipped["clip_fraction"].rolling(smoothing, min_periods=1).mean()))
-        fig.add_trace(go.Scatter(x=clipped["step"], y=clipped["clip_fraction"], mode="lines", yaxis="y2",
-                                 line={"color": color, "width": 2, "dash": "dot"},
-                                 name="fraction clipped (right axis)"))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=clipped["step"],
+                y=clipped["clip_fraction"],
+                mode="lines",
+                yaxis="y2",
+                line={"color": color, "width": 2, "dash": "dot"},
+                name="fraction clipped (right axis)",
+            )
+        )
     fig.update_yaxes(rangemode="tozero")
     fig.update_layout(
-        height=340, showlegend=True, margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        height=340,
+        showlegend=True,
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
         legend=BOTTOM_LEGEND | {"title": {"text": f"mean of {smoothing} steps:"}},
-        yaxis2={"title": "fraction clipped", "overlaying": "y", "side": "right", "range": [0, 1.02],
-                "tickvals": [0, 0.25, 0.5, 0.75, 1], "tickformat": ".0%", "showgrid": False},
-    )  # fmt: skip
+        yaxis2={
+            "title": "fraction clipped",
+            "overlaying": "y",
+            "side": "right",
+            "range": [0, 1.02],
+            "tickvals": [0, 0.25, 0.5, 0.75, 1],
+            "tickformat": ".0%",
+            "showgrid": False,
+        },
+    )
     return fig
 
 
@@ -524,11 +635,14 @@ def regret_figure(frame: pd.DataFrame, *, color: str, total_steps: int | None = 
     same stream (computed on private data, as the regret itself: not released)."""
     fig = _base("Regret against rounds (private diagnostic)", "regret", total_steps)
     fig.update_xaxes(title_text="round")
-    styles = {"regret": ("private RWM", {"color": color, "width": 2}),
-              "regret_bound": ("bound on its expectation (Dwork & Roth Thms 11.1, 11.3)",
-                               {"color": LIMIT_COLOR, "width": 1.5, "dash": "dash"}),
-              "regret_nonprivate": ("non-private RWM",
-                                    {"color": REFERENCE_COLOR, "width": 1.5, "dash": "dot"})}  # fmt: skip
+    styles = {
+        "regret": ("private RWM", {"color": color, "width": 2}),
+        "regret_bound": (
+            "bound on its expectation (Dwork & Roth Thms 11.1, 11.3)",
+            {"color": LIMIT_COLOR, "width": 1.5, "dash": "dash"},
+        ),
+        "regret_nonprivate": ("non-private RWM", {"color": REFERENCE_COLOR, "width": 1.5, "dash": "dot"}),
+    }
     for column, (name, line) in styles.items():
         data = _series(frame, column)
         fig.add_trace(go.Scatter(x=data["step"], y=data[column], mode="lines", name=name, line=line))

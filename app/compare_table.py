@@ -23,8 +23,14 @@ FILTERS = {  # filter label → the run attribute it filters on
 FIRST_SPEC_KEYS = ("dataset", "model", "algorithm")
 HEADLINE = ("epsilon", "test_accuracy")  # result fields shown right after what a run trained
 # Result fields that repeat a spec key get a name of their own; long text stays on the run's page.
-RESULT_NAMES = {"noise_multiplier": "noise_multiplier_used", "delta": "delta_used", "algorithm": None,
-                "private": None, "privacy_statement": None, "epsilons": None}  # fmt: skip
+RESULT_NAMES = {
+    "noise_multiplier": "noise_multiplier_used",
+    "delta": "delta_used",
+    "algorithm": None,
+    "private": None,
+    "privacy_statement": None,
+    "epsilons": None,
+}
 
 
 def filter_options(runs: Sequence[RunRecord]) -> dict[str, list[str]]:
@@ -97,8 +103,10 @@ def runs_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
             if name is not None and key not in HEADLINE and name not in row and name not in OWN_COLUMNS:
                 row[name] = _cell(value)
         epsilons = result.get("epsilons")
-        row |= {f"epsilon_{name}": _epsilon_cell(value)
-                for name, value in sorted((epsilons if isinstance(epsilons, dict) else {}).items())}  # fmt: skip
+        row |= {
+            f"epsilon_{name}": _epsilon_cell(value)
+            for name, value in sorted((epsilons if isinstance(epsilons, dict) else {}).items())
+        }
         row |= {
             "created": timestamp_text(run.created_at),
             "engine_version": run.engine_version,

@@ -69,8 +69,16 @@ def catalog_rows(data_dirs: Sequence[Path], uploads: Sequence[SavedUpload]) -> l
     rows = []
     for info in DATASETS.values():
         here = availability(info.name, data_dirs)
-        rows.append(_row(info.title, info.name, (info.n_train, info.n_test, info.n_features, info.n_classes),
-                         here.where, here.bytes_on_disk, info.description))  # fmt: skip
+        rows.append(
+            _row(
+                info.title,
+                info.name,
+                (info.n_train, info.n_test, info.n_features, info.n_classes),
+                here.where,
+                here.bytes_on_disk,
+                info.description,
+            )
+        )
     for upload in uploads:
         sizes = (upload.n_train, upload.n_test, upload.n_features, upload.n_classes)
         description = f"{upload.file_name}: predict {upload.schema.get('target')!r}"
@@ -78,9 +86,18 @@ def catalog_rows(data_dirs: Sequence[Path], uploads: Sequence[SavedUpload]) -> l
     return rows
 
 
-def _row(title: str, dataset: str, sizes: tuple[int, int, int, int], available: str, size: int | None,
-         description: str) -> dict[str, Any]:  # fmt: skip
+def _row(
+    title: str, dataset: str, sizes: tuple[int, int, int, int], available: str, size: int | None, description: str
+) -> dict[str, Any]:
     train, test, features, classes = sizes
-    return {"title": title, "dataset": dataset, "train": train, "test": test, "features": features,
-            "classes": classes, "available": available,
-            "MB on disk": None if size is None else round(size / 1e6, 2), "description": description}  # fmt: skip
+    return {
+        "title": title,
+        "dataset": dataset,
+        "train": train,
+        "test": test,
+        "features": features,
+        "classes": classes,
+        "available": available,
+        "MB on disk": None if size is None else round(size / 1e6, 2),
+        "description": description,
+    }

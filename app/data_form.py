@@ -33,8 +33,15 @@ from engine.training.datasets import MAX_CSV_BYTES, CsvSchemaError
 
 UPLOAD_LIMIT_MB = math.ceil(MAX_CSV_BYTES / 2**20)  # Streamlit counts MiB; the exact byte limit is checked too
 # The declarations' widget keys (prefixes): reset when the file or the target column changes.
-DECLARATION_KEYS = ("data_classes", "data_role::", "data_low::", "data_high::", "data_categories::",
-                    "data_test_fraction", "data_label")  # fmt: skip
+DECLARATION_KEYS = (
+    "data_classes",
+    "data_role::",
+    "data_low::",
+    "data_high::",
+    "data_categories::",
+    "data_test_fraction",
+    "data_label",
+)
 BOUNDS_NOTE = (
     "Declare each numeric column's **bounds** from public knowledge (a human age lies in [0, 120], a "
     "percentage in [0, 100]). They are never computed from your file: the smallest and largest value of a "

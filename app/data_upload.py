@@ -186,8 +186,13 @@ def suggest_schema(file_name: str, data: bytes, target: str, min_rows: int = RAR
             found = csv_schema_suggestion(path, target, max_categories=MAX_SUGGESTED_CATEGORIES, min_rows=min_rows)
     except UploadError as exc:
         return Suggestion(target=target, error=str(exc), min_rows=min_rows)
-    return Suggestion(target=target, schema=found.schema, min_rows=found.min_rows,
-                      withheld_classes=found.withheld_classes, withheld_levels=found.withheld_levels)  # fmt: skip
+    return Suggestion(
+        target=target,
+        schema=found.schema,
+        min_rows=found.min_rows,
+        withheld_classes=found.withheld_classes,
+        withheld_levels=found.withheld_levels,
+    )
 
 
 def default_target(header: Sequence[str]) -> str:

@@ -87,8 +87,15 @@ def plan_form() -> services.PlanSettings:
             "The clipping norm C does not change ε: noise of std σ·C masks any one example's clipped gradient "
             "(norm ≤ C). C trades clipping bias against noise; set it on the Train page."
         )
-    return services.PlanSettings(dataset_size=int(n), epochs=int(epochs), delta=float(delta), lot_size=lot_size,
-                                 sampling_rate=rate, target_epsilon=target, noise_multiplier=sigma)  # fmt: skip
+    return services.PlanSettings(
+        dataset_size=int(n),
+        epochs=int(epochs),
+        delta=float(delta),
+        lot_size=lot_size,
+        sampling_rate=rate,
+        target_epsilon=target,
+        noise_multiplier=sigma,
+    )
 
 
 def _one_of(label: str, inputs: dict[str, Callable[[], float]], *, key: str, help: str) -> tuple[float | None, ...]:

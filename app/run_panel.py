@@ -53,11 +53,15 @@ def cache_banner(run: RunRecord) -> str:
     when = timestamp_text(run.finished_at or run.created_at, "%Y-%m-%d %H:%M")
     engine = literal(run.engine_version)
     if run.imported:
-        return (f"**From the result cache, imported**: this exact configuration is answered by run `{run.id}`, "
-                f"imported from an archive (finished {when}, engine {engine}): its results were computed elsewhere "
-                "and are shown as the archive states them. Nothing was trained here.")  # fmt: skip
-    return (f"**From the result cache**: this exact configuration already ran (run `{run.id}`, finished {when}, "
-            f"engine {engine}). Nothing was trained again.")  # fmt: skip
+        return (
+            f"**From the result cache, imported**: this exact configuration is answered by run `{run.id}`, "
+            f"imported from an archive (finished {when}, engine {engine}): its results were computed elsewhere "
+            "and are shown as the archive states them. Nothing was trained here."
+        )
+    return (
+        f"**From the result cache**: this exact configuration already ran (run `{run.id}`, finished {when}, "
+        f"engine {engine}). Nothing was trained again."
+    )
 
 
 @st.fragment(run_every=STARTING_POLL_SECONDS)
@@ -120,9 +124,11 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
         schedule = spec.get("clip_schedule", {"kind": "constant"})
         constant_c = isinstance(schedule, dict) and schedule.get("kind") == "constant"
         figures["diag"] = charts.private_diagnostics_figure(
-            frame, color=color, total_steps=total,
+            frame,
+            color=color,
+            total_steps=total,
             clip_norm=_number_or_none(spec.get("clip_norm")) if constant_c else None,
-        )  # fmt: skip
+        )
         if algorithm == "aniso_dpsgd":  # what is clipped there is the weighted norm
             figures["diag"].layout.yaxis.title.text = "weighted norm ‖W⁻¹g‖"
     for row in range(0, len(figures), 2):
@@ -133,12 +139,20 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
     train_baseline.offer(run, references)
 
 
-ALGORITHM_TITLES = {"dpsgd": "DP-SGD", "noisy_gd": "noisy GD", "nonprivate": "non-private",
-                    "aniso_dpsgd": "anisotropic DP-SGD", "expmech_stumps": "exponential mechanism",
-                    "sq_laplace": "SQ via Laplace", "rwm_online": "private RWM",
-                    "rwm_linear": "private linear learner"}  # fmt: skip
-NOISE_CAPTIONS = {"reproducible": "lab noise (reproducible from the record: not for publication)",
-                  "release": "release noise (OS randomness, hardened sampler)"}  # fmt: skip
+ALGORITHM_TITLES = {
+    "dpsgd": "DP-SGD",
+    "noisy_gd": "noisy GD",
+    "nonprivate": "non-private",
+    "aniso_dpsgd": "anisotropic DP-SGD",
+    "expmech_stumps": "exponential mechanism",
+    "sq_laplace": "SQ via Laplace",
+    "rwm_online": "private RWM",
+    "rwm_linear": "private linear learner",
+}
+NOISE_CAPTIONS = {
+    "reproducible": "lab noise (reproducible from the record: not for publication)",
+    "release": "release noise (OS randomness, hardened sampler)",
+}
 PER_EXAMPLE_GRADIENTS = ("dpsgd", "aniso_dpsgd", "noisy_gd")  # the algorithms whose clipping diagnostics exist
 
 
@@ -172,13 +186,19 @@ def spec_caption(spec: dict) -> str:
     """One line of what a run trained (plain text: escape it before showing it as Markdown). Any field of an
     unexpected type shows as '?'."""
     dataset, model, algorithm = spec.get("dataset"), spec.get("model", "?"), _algorithm(spec)
-    parts = [dataset.split("/")[-1] if isinstance(dataset, str) else "?", model if isinstance(model, str) else "?",
-             ALGORITHM_TITLES.get(algorithm, algorithm) if algorithm is not None else "?"]  # fmt: skip
+    parts = [
+        dataset.split("/")[-1] if isinstance(dataset, str) else "?",
+        model if isinstance(model, str) else "?",
+        ALGORITHM_TITLES.get(algorithm, algorithm) if algorithm is not None else "?",
+    ]
     if "clip_norm" in spec:
         parts.append(f"C={number_text(spec['clip_norm'])}")
     if algorithm in LEARNER_MODELS:
-        parts += [f"{key} {number_text(spec[key])}" for key in ("target_epsilon", "thresholds", "rounds", "epochs",
-                                                                   "lr") if key in spec]  # fmt: skip
+        parts += [
+            f"{key} {number_text(spec[key])}"
+            for key in ("target_epsilon", "thresholds", "rounds", "epochs", "lr")
+            if key in spec
+        ]
     else:
         parts.append(f"lot {_whole_text(spec['lot_size'])}" if "lot_size" in spec else "full batch")
         parts += [f"{number_text(spec.get('epochs'))} epochs", f"lr {number_text(spec.get('lr'))}"]
@@ -228,12 +248,18 @@ def _privacy_details(run: RunRecord) -> None:
         return
     tightest = result.get("accountant")
     numbers = {str(name): value for name, value in epsilons.items() if _number_or_none(value) is not None}
-    table = pd.DataFrame([
-        {"accountant": ACCOUNTANTS[name].title if name in ACCOUNTANTS else name, "ε": epsilon_text(eps, ".4g"),
-         "reported": "✓ tightest" if name == tightest else "",
-         "reference": ACCOUNTANTS[name].citation if name in ACCOUNTANTS else ""}
-        for name, eps in sorted(numbers.items(), key=lambda item: item[1])
-    ], columns=["accountant", "ε", "reported", "reference"])  # fmt: skip
+    table = pd.DataFrame(
+        [
+            {
+                "accountant": ACCOUNTANTS[name].title if name in ACCOUNTANTS else name,
+                "ε": epsilon_text(eps, ".4g"),
+                "reported": "✓ tightest" if name == tightest else "",
+                "reference": ACCOUNTANTS[name].citation if name in ACCOUNTANTS else "",
+            }
+            for name, eps in sorted(numbers.items(), key=lambda item: item[1])
+        ],
+        columns=["accountant", "ε", "reported", "reference"],
+    )
     statement = result.get("privacy_statement")
     lines = statement.splitlines() if isinstance(statement, str) else []
     with st.expander("Privacy statement and every accountant", expanded=run.status is RunStatus.FINISHED):
@@ -249,8 +275,10 @@ JOINT_BOUND_SINCE = (0, 4)  # engines before 0.4.0 drew the noise of stack membe
 def stack_text(stack: dict, engine_version: Any = None) -> str:
     """What training in a vectorized stack means for this run's ε, and what releasing the whole stack costs."""
     members = number_text(stack.get("members"))
-    head = (f"Trained in a vectorized stack of {members} runs that shared each step's Poisson lot. This run's ε is "
-            f"its own; releasing all {members} runs of the stack together costs ")  # fmt: skip
+    head = (
+        f"Trained in a vectorized stack of {members} runs that shared each step's Poisson lot. This run's ε is "
+        f"its own; releasing all {members} runs of the stack together costs "
+    )
     if "joint_epsilon" not in stack or _version(engine_version) < JOINT_BOUND_SINCE:
         return head + (
             f"more, with no valid bound stored: engine {literal(engine_version)} drew one noise stream for members "

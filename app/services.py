@@ -132,10 +132,16 @@ def worker_health() -> list[dict]:
     """Workers registered as running, with the age of their last heartbeat and whether it is stale."""
     now, stale = time.time(), stale_after_s()
     return [
-        {"worker": w.name, "backend": w.backend, "device": w.device or "", "current run": w.current_run or "",
-         "last heartbeat": f"{now - w.heartbeat_at:.0f} s ago", "healthy": w.alive(now=now, stale_after_s=stale)}
+        {
+            "worker": w.name,
+            "backend": w.backend,
+            "device": w.device or "",
+            "current run": w.current_run or "",
+            "last heartbeat": f"{now - w.heartbeat_at:.0f} s ago",
+            "healthy": w.alive(now=now, stale_after_s=stale),
+        }
         for w in get_store().list_workers()
-    ]  # fmt: skip
+    ]
 
 
 def heartbeat_age(run: RunRecord) -> float | None:
@@ -223,15 +229,17 @@ def _schedule(settings: PlanSettings) -> tuple[float, int]:
             raise PrivacyError(f"sampling rate q must lie in (0, 1], got {q}")
         steps = steps_for(epochs=settings.epochs, n_train=n, lot_size=q * n)
     if steps > MAX_PLAN_STEPS:
-        raise PrivacyError(f"T = {steps:,} steps: this page plans at most {MAX_PLAN_STEPS:,} (raise L or q, or train "
-                           "fewer epochs)")  # fmt: skip
+        raise PrivacyError(
+            f"T = {steps:,} steps: this page plans at most {MAX_PLAN_STEPS:,} (raise L or q, or train fewer epochs)"
+        )
     return q, steps
 
 
 @st.cache_data(show_spinner="Calibrating σ…", max_entries=256)
 def rdp_noise_multiplier(target_epsilon: float, delta: float, sampling_rate: float, steps: int) -> float:
-    return calibrate_noise_multiplier(target_epsilon=target_epsilon, delta=delta, sampling_rate=sampling_rate,
-                                      steps=steps)  # fmt: skip
+    return calibrate_noise_multiplier(
+        target_epsilon=target_epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps
+    )
 
 
 def privacy_plan(settings: PlanSettings) -> PrivacyPlan:
@@ -249,9 +257,14 @@ def privacy_plan(settings: PlanSettings) -> PrivacyPlan:
     except PrivacyError as exc:
         return PrivacyPlan(settings=settings, error=str(exc))
     return PrivacyPlan(
-        settings=settings, sampling_rate=q, steps=steps, noise_multiplier=sigma, rdp_epsilon=rdp.final_epsilon,
-        best_order=rdp.final_order, order_at_edge=rdp.order_at_edge,
-    )  # fmt: skip
+        settings=settings,
+        sampling_rate=q,
+        steps=steps,
+        noise_multiplier=sigma,
+        rdp_epsilon=rdp.final_epsilon,
+        best_order=rdp.final_order,
+        order_at_edge=rdp.order_at_edge,
+    )
 
 
 def plot_steps(total_steps: int, points: int = PLOT_POINTS) -> np.ndarray:
@@ -263,8 +276,9 @@ def pld_steps(total_steps: int) -> np.ndarray:
     """A coarse grid for PLD: evenly spaced points plus geometric ones early, where ε grows fastest; ends at T."""
     if total_steps <= PLD_LINEAR_POINTS + PLD_GEOMETRIC_POINTS:
         return np.arange(1, total_steps + 1, dtype=np.int64)
-    grid = np.concatenate([np.linspace(1, total_steps, PLD_LINEAR_POINTS),
-                           np.geomspace(1, total_steps, PLD_GEOMETRIC_POINTS)])  # fmt: skip
+    grid = np.concatenate(
+        [np.linspace(1, total_steps, PLD_LINEAR_POINTS), np.geomspace(1, total_steps, PLD_GEOMETRIC_POINTS)]
+    )
     return np.unique(grid.round().astype(np.int64))
 
 
@@ -312,9 +326,11 @@ def _statement_lot_size(plan: PrivacyPlan) -> int | float:
 def plan_statement(plan: PrivacyPlan, accounts: Panel) -> tuple[str, ...]:
     """The privacy statement a run with these settings would carry."""
     return privacy_statement(
-        ledger=plan.ledger(), panel=accounts, dataset_size=plan.settings.dataset_size,
+        ledger=plan.ledger(),
+        panel=accounts,
+        dataset_size=plan.settings.dataset_size,
         lot_size=_statement_lot_size(plan),
-    ).lines  # fmt: skip
+    ).lines
 
 
 def plan_warnings(plan: PrivacyPlan, accounts: Panel) -> list[str]:
@@ -348,10 +364,16 @@ def plan_warnings(plan: PrivacyPlan, accounts: Panel) -> list[str]:
 def plan_epsilon_frame(plan: PrivacyPlan, accounts: Panel) -> pd.DataFrame:
     """One row per accountant and step count: accountant, steps, epochs, ε."""
     frames = [
-        pd.DataFrame({"accountant": name, "steps": curve.steps, "epochs": curve.steps * plan.sampling_rate,
-                      "epsilon": _unbounded_as_inf(curve.epsilons)})
+        pd.DataFrame(
+            {
+                "accountant": name,
+                "steps": curve.steps,
+                "epochs": curve.steps * plan.sampling_rate,
+                "epsilon": _unbounded_as_inf(curve.epsilons),
+            }
+        )
         for name, curve in accounts.curves.items()
-    ]  # fmt: skip
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -363,12 +385,17 @@ def _unbounded_as_inf(epsilons: np.ndarray) -> np.ndarray:
 def plan_accountant_table(accounts: Panel) -> pd.DataFrame:
     """Every applicable accountant's ε for the whole run, tightest first."""
     tightest, _ = accounts.tightest()
-    return pd.DataFrame([
-        {"accountant": ACCOUNTANTS[name].title, "ε": float(_unbounded_as_inf(eps)),
-         "reported": "✓ tightest" if name == tightest else "",
-         "reference": ACCOUNTANTS[name].citation}
-        for name, eps in sorted(accounts.final().items(), key=lambda item: item[1])
-    ])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "accountant": ACCOUNTANTS[name].title,
+                "ε": float(_unbounded_as_inf(eps)),
+                "reported": "✓ tightest" if name == tightest else "",
+                "reference": ACCOUNTANTS[name].citation,
+            }
+            for name, eps in sorted(accounts.final().items(), key=lambda item: item[1])
+        ]
+    )
 
 
 def plan_not_applicable(accounts: Panel) -> list[str]:
@@ -457,8 +484,11 @@ def dataset_catalog() -> pd.DataFrame:
 
 def storage_bytes() -> dict[str, int]:
     """Bytes on disk of the run store, the downloaded datasets folder and the saved uploads."""
-    return {"store": store_bytes(get_store()), "datasets": folder_bytes(datasets_dir()),
-            "uploads": folder_bytes(data_upload.uploads_dir(data_home()))}  # fmt: skip
+    return {
+        "store": store_bytes(get_store()),
+        "datasets": folder_bytes(datasets_dir()),
+        "uploads": folder_bytes(data_upload.uploads_dir(data_home())),
+    }
 
 
 @dataclass(frozen=True)
@@ -550,8 +580,9 @@ def cancel_runs(run_ids: list[str]) -> list[RunStatus]:
 def export_runs(run_ids: list[str], include_metrics: bool = True, include_private_diagnostics: bool = False) -> Export:
     """A zip archive of the finished, failed and cancelled runs among `run_ids` (ArchiveError, StoreError): their
     released values only, unless the user opted in to the diagnostics computed on private training data."""
-    return prepare_export(get_store(), run_ids, include_metrics=include_metrics,
-                          include_private_diagnostics=include_private_diagnostics)  # fmt: skip
+    return prepare_export(
+        get_store(), run_ids, include_metrics=include_metrics, include_private_diagnostics=include_private_diagnostics
+    )
 
 
 @dataclass(frozen=True)
@@ -575,10 +606,15 @@ def preview_run_archive(data: bytes) -> ArchivePreview:
         summary = summarize_archive(data)
     except ArchiveError as exc:
         return ArchivePreview(error=str(exc))
-    return ArchivePreview(run_ids=summary.run_ids, statuses=summary.statuses, sweeps=summary.sweeps,
-                          engine_version=summary.engine_version, created_at=summary.created_at,
-                          includes_metrics=summary.includes_metrics,
-                          private_diagnostics=summary.private_diagnostics)  # fmt: skip
+    return ArchivePreview(
+        run_ids=summary.run_ids,
+        statuses=summary.statuses,
+        sweeps=summary.sweeps,
+        engine_version=summary.engine_version,
+        created_at=summary.created_at,
+        includes_metrics=summary.includes_metrics,
+        private_diagnostics=summary.private_diagnostics,
+    )
 
 
 def import_run_archive(data: bytes, *, serve_from_cache: bool = False) -> ImportReport:

@@ -36,12 +36,16 @@ from engine.training import DATASETS
 
 __all__ = ["EPSILONS", "dataset_note", "plan_summary", "spec_form"]
 LEARNER_PARAMETERS = {  # a textbook learner's mechanism parameter, shown where DP-SGD shows σ
-    "expmech_epsilon": ("ε of the exponential mechanism", "The whole budget goes to one draw ∝ exp(ε·score) "
-                        "(a monotone score: ε-DP without the factor ½)."),
-    "query_epsilon": ("ε per statistical query", "ε/(T·d): T iterations of d queries, by pure composition; the "
-                      "Laplace scale is its inverse."),
+    "expmech_epsilon": (
+        "ε of the exponential mechanism",
+        "The whole budget goes to one draw ∝ exp(ε·score) (a monotone score: ε-DP without the factor ½).",
+    ),
+    "query_epsilon": (
+        "ε per statistical query",
+        "ε/(T·d): T iterations of d queries, by pure composition; the Laplace scale is its inverse.",
+    ),
     "eta": ("Learning rate η", "η = ε/√(32 T ln(1/δ)) (Dwork & Roth Thm 11.2): each round is 2η-DP."),
-}  # fmt: skip
+}
 CALIBRATION_TITLES = {"rdp": "RDP (instant)", "pld": "PLD (tightest)"}
 OPTIMIZER_TITLES = {"sgd": "SGD", "momentum": "SGD with momentum 0.9", "adam": "Adam"}
 PREFIX = "train_"  # session-state keys of this form: the pages share one session state
@@ -163,8 +167,14 @@ def data_and_model() -> None:
     st.markdown("**Data and model**")
     dataset_picker()
     models = train_spec.models_for(_chosen_dataset().info, algorithm)
-    _choice(st.selectbox, "Model", "model", models, train_spec.MODEL_TITLES,
-            "Bigger models can fit better, but the same noise is spread over more parameters.")  # fmt: skip
+    _choice(
+        st.selectbox,
+        "Model",
+        "model",
+        models,
+        train_spec.MODEL_TITLES,
+        "Bigger models can fit better, but the same noise is spread over more parameters.",
+    )
     if _value("model") == "mlp":
         _slider(
             "Hidden units",
@@ -212,10 +222,16 @@ def privacy() -> None:
             help="Privacy budget: a smaller ε is stronger privacy and needs more noise, so less accuracy. "
             "Log scale, 0.1 to 10.",
         )
-        _choice(st.radio, "Calibrate σ by", "calibration_accountant", ["rdp", "pld"], CALIBRATION_TITLES,
-                help="RDP finds σ instantly but over-estimates ε, so the run spends less than the target (more "
-                "noise than needed). PLD, the tightest accountant, finds the σ that spends the target: less "
-                "noise, better accuracy; it takes a few seconds.")  # fmt: skip
+        _choice(
+            st.radio,
+            "Calibrate σ by",
+            "calibration_accountant",
+            ["rdp", "pld"],
+            CALIBRATION_TITLES,
+            help="RDP finds σ instantly but over-estimates ε, so the run spends less than the target (more "
+            "noise than needed). PLD, the tightest accountant, finds the σ that spends the target: less "
+            "noise, better accuracy; it takes a few seconds.",
+        )
     else:
         _slider(
             "Noise multiplier σ",
@@ -307,47 +323,96 @@ def learner_fields() -> None:
     """A textbook learner: its budget (target ε, δ) and its own few fields; no model, lots, clipping or σ."""
     algorithm = _value("algorithm")
     st.markdown("**Privacy**")
-    _slider("Target ε", EPSILONS, "target_epsilon",
-            help="The budget the learner's mechanism spends (log scale, 0.1 to 10); every accountant then bounds "
-            "what it did, and the run reports the tightest.")  # fmt: skip
-    _slider("δ", DELTAS, "delta", format_func=lambda d: f"{d:.0e}",
-            help="Probability that the guarantee may fail: keep it well below 1/N; RWM's η depends on it.")  # fmt: skip
+    _slider(
+        "Target ε",
+        EPSILONS,
+        "target_epsilon",
+        help="The budget the learner's mechanism spends (log scale, 0.1 to 10); every accountant then bounds "
+        "what it did, and the run reports the tightest.",
+    )
+    _slider(
+        "δ",
+        DELTAS,
+        "delta",
+        format_func=lambda d: f"{d:.0e}",
+        help="Probability that the guarantee may fail: keep it well below 1/N; RWM's η depends on it.",
+    )
     st.markdown("**Learner**")
     if algorithm == "sq_laplace":
-        _slider("Iterations T", EPOCHS, "epochs",
-                help="Full-batch steps, each asking d noisy queries: more iterations, more noise in each.")  # fmt: skip
+        _slider(
+            "Iterations T",
+            EPOCHS,
+            "epochs",
+            help="Full-batch steps, each asking d noisy queries: more iterations, more noise in each.",
+        )
         _slider("Learning rate", LEARNING_RATES, "lr", help="Step size on the noisy gradient: post-processing, no ε.")
     else:
-        _slider("Thresholds per feature", THRESHOLDS, "thresholds",
-                help="Stumps test one feature against one of these evenly spaced thresholds on [0, 1] (a public "
-                "grid): more hypotheses fit better, and cost log|H| in the error bound.")  # fmt: skip
+        _slider(
+            "Thresholds per feature",
+            THRESHOLDS,
+            "thresholds",
+            help="Stumps test one feature against one of these evenly spaced thresholds on [0, 1] (a public "
+            "grid): more hypotheses fit better, and cost log|H| in the error bound.",
+        )
     if algorithm in ("rwm_online", "rwm_linear"):
-        _slider("Rounds T", ROUNDS, "rounds", format_func=lambda t: f"{t:,}" if t else "all (N)",
-                help="One training example per round; more rounds shrink η = ε/√(32 T ln(1/δ)).")  # fmt: skip
-    st.number_input("Seed", 0, 2**31 - 1, key=key("seed"),
-                    help="Fixes the mechanism's randomness: the same spec and seed give the same output.")  # fmt: skip
+        _slider(
+            "Rounds T",
+            ROUNDS,
+            "rounds",
+            format_func=lambda t: f"{t:,}" if t else "all (N)",
+            help="One training example per round; more rounds shrink η = ε/√(32 T ln(1/δ)).",
+        )
+    st.number_input(
+        "Seed",
+        0,
+        2**31 - 1,
+        key=key("seed"),
+        help="Fixes the mechanism's randomness: the same spec and seed give the same output.",
+    )
 
 
 def advanced() -> None:
     algorithm = _value("algorithm")
     with st.expander("Advanced"):
         if modes := train_spec.clipping_modes(algorithm):
-            _choice(st.radio, "Clipping", "clipping", modes, train_spec.CLIPPING_TITLES,
-                    "What is bounded per example: the privacy cost is the same, the bias differs.")  # fmt: skip
-        _choice(st.selectbox, "Optimizer", "optimizer", OPTIMIZERS, OPTIMIZER_TITLES,
-                "How the noisy gradient becomes an update: post-processing, so no effect on ε.")  # fmt: skip
+            _choice(
+                st.radio,
+                "Clipping",
+                "clipping",
+                modes,
+                train_spec.CLIPPING_TITLES,
+                "What is bounded per example: the privacy cost is the same, the bias differs.",
+            )
+        _choice(
+            st.selectbox,
+            "Optimizer",
+            "optimizer",
+            OPTIMIZERS,
+            OPTIMIZER_TITLES,
+            "How the noisy gradient becomes an update: post-processing, so no effect on ε.",
+        )
         if algorithm == "aniso_dpsgd":
-            _choice(st.radio, "Noise weights", "aniso_granularity", list(train_spec.ANISO_GRANULARITY_TITLES),
-                    train_spec.ANISO_GRANULARITY_TITLES, "Per layer uses the fast norms; per coordinate shapes the "
-                    "noise finer, at the cost of per-example gradients.")  # fmt: skip
+            _choice(
+                st.radio,
+                "Noise weights",
+                "aniso_granularity",
+                list(train_spec.ANISO_GRANULARITY_TITLES),
+                train_spec.ANISO_GRANULARITY_TITLES,
+                "Per layer uses the fast norms; per coordinate shapes the "
+                "noise finer, at the cost of per-example gradients.",
+            )
             _slider(
                 "Smoothing β",
                 ANISO_SMOOTHINGS,
                 "aniso_smoothing",
                 help="Weight of the past in the running average of released gradients the weights come from.",
             )
-            _slider("Largest weight ratio r", ANISO_MAX_RATIOS, "aniso_max_ratio",
-                    help="Weights stay within [1/r, r]: r = 1 is isotropic DP-SGD.")  # fmt: skip
+            _slider(
+                "Largest weight ratio r",
+                ANISO_MAX_RATIOS,
+                "aniso_max_ratio",
+                help="Weights stay within [1/r, r]: r = 1 is isotropic DP-SGD.",
+            )
 
 
 def dataset_note(dataset: str) -> None:
@@ -410,6 +475,7 @@ def plan_summary(preview: services.PlanPreview, *, target_epsilon: float | None 
             "included; the finished run reports the tightest of all accountants, never more.",
         )
     pld = (preview.pld_curve_steps, preview.pld_curve_epsilons) if preview.pld_curve_steps else None
-    figure = charts.planned_epsilon_figure(preview.curve_steps, preview.curve_epsilons, target_epsilon=target_epsilon,
-                                           pld=pld)  # fmt: skip
+    figure = charts.planned_epsilon_figure(
+        preview.curve_steps, preview.curve_epsilons, target_epsilon=target_epsilon, pld=pld
+    )
     course.plotly_chart(figure, key="train_planned_epsilon", config={"displayModeBar": False})

@@ -89,14 +89,34 @@ def _learner_base(dataset: str, algorithm: str) -> dict[str, Any]:
     iterations and learning rate for sq_laplace)."""
     st.caption("A textbook learner (seed 004): no model, lots or clipping; sweep its target ε for a frontier.")
     raw: dict[str, Any] = {"dataset": dataset, "algorithm": algorithm}
-    raw["target_epsilon"] = _real("Target ε", 0.01, 100.0, value=1.0, step=0.5, format="%g",
-                                  key="sweep_base_target_epsilon", help="The budget its mechanism spends.")  # fmt: skip
-    raw["delta"] = st.select_slider("δ", DELTAS, value=1e-6, format_func=lambda d: f"{d:.0e}", key="sweep_base_delta",
-                                    help="Keep it well below 1/N; RWM's learning rate depends on it.")  # fmt: skip
+    raw["target_epsilon"] = _real(
+        "Target ε",
+        0.01,
+        100.0,
+        value=1.0,
+        step=0.5,
+        format="%g",
+        key="sweep_base_target_epsilon",
+        help="The budget its mechanism spends.",
+    )
+    raw["delta"] = st.select_slider(
+        "δ",
+        DELTAS,
+        value=1e-6,
+        format_func=lambda d: f"{d:.0e}",
+        key="sweep_base_delta",
+        help="Keep it well below 1/N; RWM's learning rate depends on it.",
+    )
     if algorithm == "sq_laplace":
         raw |= {"epochs": 10, "lr": 2.0}
-    raw["seed"] = _whole("First seed", 0, 2**31 - 1, value=0, key="sweep_base_seed",
-                         help="Seeds count up from this one for every grid point.")  # fmt: skip
+    raw["seed"] = _whole(
+        "First seed",
+        0,
+        2**31 - 1,
+        value=0,
+        key="sweep_base_seed",
+        help="Seeds count up from this one for every grid point.",
+    )
     return raw
 
 

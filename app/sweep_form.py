@@ -26,8 +26,11 @@ class GridChoice:
 
 
 def base_caption(base: dict[str, Any]) -> str:
-    privacy = [f"{name} {base[key]:g}" for key, name in (("target_epsilon", "target ε"), ("noise_multiplier", "σ"))
-               if key in base]  # fmt: skip
+    privacy = [
+        f"{name} {base[key]:g}"
+        for key, name in (("target_epsilon", "target ε"), ("noise_multiplier", "σ"))
+        if key in base
+    ]
     parts = [run_panel.spec_caption(base), *privacy] + ([f"δ {base['delta']:g}"] if "delta" in base else [])
     return "Base configuration (in the sidebar): " + " · ".join(parts)
 
@@ -102,8 +105,10 @@ def launched_text(submission: SweepSubmission, *, vectorize: bool) -> str:
     already had."""
     queued = f"{submission.created} run{'s' * (submission.created != 1)} queued"
     if submission.stacks:
-        queued += (f", {submission.stacked} of them in {submission.stacks} vectorized "
-                   f"stack{'s' * (submission.stacks > 1)} (K ≤ {settings.stack_max()})")  # fmt: skip
+        queued += (
+            f", {submission.stacked} of them in {submission.stacks} vectorized "
+            f"stack{'s' * (submission.stacks > 1)} (K ≤ {settings.stack_max()})"
+        )
     elif vectorize and submission.created > 1:
         queued += " (none in a vectorized stack: only DP-SGD runs with the same data, model, lot size and epochs stack)"
     return (

@@ -52,8 +52,11 @@ def progress(runs: Sequence[RunRecord]) -> Counter:
 def progress_text(runs: Sequence[RunRecord]) -> str:
     counts = progress(runs)
     parts = [f"{counts[RunStatus.FINISHED]} / {len(runs)} finished"]
-    parts += [f"{counts[s]} {s.value}" for s in (RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.FAILED,
-                                                 RunStatus.CANCELLED) if counts[s]]  # fmt: skip
+    parts += [
+        f"{counts[s]} {s.value}"
+        for s in (RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.FAILED, RunStatus.CANCELLED)
+        if counts[s]
+    ]
     return " · ".join(parts)
 
 

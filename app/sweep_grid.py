@@ -17,17 +17,30 @@ class Sweepable:
 
 
 SWEEPABLE: dict[str, Sweepable] = {
-    "target_epsilon": Sweepable("Target ε", False, "0.5, 1, 2, 4, 8",
-                                "Each point calibrates σ so that the run ends at this ε (it replaces σ)."),
-    "noise_multiplier": Sweepable("Noise multiplier σ", False, "0.8, 1, 1.5, 2, 3",
-                                  "Each point trains with this σ and reports the ε it spent (it replaces target ε)."),
-    "clip_norm": Sweepable("Clipping norm C", False, "0.25, 1, 4",
-                           "Per-example gradient norm bound; ε does not depend on it, accuracy does."),
-    "lot_size": Sweepable("Lot size L", True, "32, 64, 128, 256",
-                          "Expected examples per step (whole numbers); larger lots spend more ε per step."),
+    "target_epsilon": Sweepable(
+        "Target ε", False, "0.5, 1, 2, 4, 8", "Each point calibrates σ so that the run ends at this ε (it replaces σ)."
+    ),
+    "noise_multiplier": Sweepable(
+        "Noise multiplier σ",
+        False,
+        "0.8, 1, 1.5, 2, 3",
+        "Each point trains with this σ and reports the ε it spent (it replaces target ε).",
+    ),
+    "clip_norm": Sweepable(
+        "Clipping norm C",
+        False,
+        "0.25, 1, 4",
+        "Per-example gradient norm bound; ε does not depend on it, accuracy does.",
+    ),
+    "lot_size": Sweepable(
+        "Lot size L",
+        True,
+        "32, 64, 128, 256",
+        "Expected examples per step (whole numbers); larger lots spend more ε per step.",
+    ),
     "lr": Sweepable("Learning rate", False, "0.5, 1, 2", "SGD step size; ε does not depend on it."),
     "epochs": Sweepable("Epochs", False, "5, 10, 20", "Passes over the data: more steps spend more ε."),
-}  # fmt: skip
+}
 ALTERNATIVES = {frozenset({"target_epsilon", "noise_multiplier"})}  # never swept together: one sets the other
 
 

@@ -96,8 +96,10 @@ def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> No
         if finished:
             st.info("The finished runs are not private (no finite ε), so they have no place on the frontier.")
         else:
-            st.info(f"No finished run yet: the frontier appears here as runs finish (it refreshes every "
-                    f"{POLL_SECONDS} s while the sweep trains).")  # fmt: skip
+            st.info(
+                f"No finished run yet: the frontier appears here as runs finish (it refreshes every "
+                f"{POLL_SECONDS} s while the sweep trains)."
+            )
         return
     if not params:  # a sweep made elsewhere whose grid names nothing this page can draw along
         st.info("This sweep's grid names no parameter to draw the frontier along; its runs are listed below.")

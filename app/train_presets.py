@@ -24,12 +24,36 @@ LR_SCHEDULES = ["constant", "linear"]
 
 # Every widget of the form (its session-state key) and its value when a spec does not set it.
 FORM_DEFAULTS: dict[str, Any] = dict(
-    algorithm="dpsgd", dataset="digits", model="logreg", hidden=128, use_pca=False, pca_dims=60, pca_noise=7.0,
-    mode="Target ε", target_epsilon=3.0, calibration_accountant="rdp", noise_multiplier=1.0, delta=1e-5,
-    clip_norm=1.0, clipping="flat", count_epsilon=0.01, lot_size=64, epochs=20, lr=2.0, lr_schedule="constant",
-    lr_end_factor=0.5, lr_decay_epochs=10.0, optimizer="sgd", seed=0, thresholds=16, rounds=0,
-    aniso_granularity="layer", aniso_smoothing=0.9, aniso_max_ratio=10.0, noise="reproducible",
-)  # fmt: skip
+    algorithm="dpsgd",
+    dataset="digits",
+    model="logreg",
+    hidden=128,
+    use_pca=False,
+    pca_dims=60,
+    pca_noise=7.0,
+    mode="Target ε",
+    target_epsilon=3.0,
+    calibration_accountant="rdp",
+    noise_multiplier=1.0,
+    delta=1e-5,
+    clip_norm=1.0,
+    clipping="flat",
+    count_epsilon=0.01,
+    lot_size=64,
+    epochs=20,
+    lr=2.0,
+    lr_schedule="constant",
+    lr_end_factor=0.5,
+    lr_decay_epochs=10.0,
+    optimizer="sgd",
+    seed=0,
+    thresholds=16,
+    rounds=0,
+    aniso_granularity="layer",
+    aniso_smoothing=0.9,
+    aniso_max_ratio=10.0,
+    noise="reproducible",
+)
 THRESHOLDS = [4, 8, 16, 32, 64]
 ROUNDS = [0, 1_000, 2_000, 5_000, 10_000, 20_000]  # 0: every training example, one round each
 ANISO_SMOOTHINGS = [0.0, 0.5, 0.8, 0.9, 0.95, 0.99]
@@ -44,9 +68,17 @@ class Preset:
 
 
 DIGITS_DEMO = {
-    "dataset": "digits", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 3.0, "delta": 1e-5,
-    "clip_norm": 1.0, "lot_size": 64, "epochs": 20, "lr": 2.0, "seed": 0,
-}  # fmt: skip
+    "dataset": "digits",
+    "model": "logreg",
+    "algorithm": "dpsgd",
+    "target_epsilon": 3.0,
+    "delta": 1e-5,
+    "clip_norm": 1.0,
+    "lot_size": 64,
+    "epochs": 20,
+    "lr": 2.0,
+    "seed": 0,
+}
 PRESETS: dict[str, Preset] = {
     "Fast digits demo: logistic regression, ε = 3": Preset(
         DIGITS_DEMO, "The acceptance run: built-in digits, trains in seconds on a CPU."
@@ -55,27 +87,71 @@ PRESETS: dict[str, Preset] = {
         DIGITS_DEMO | {"model": "mlp", "hidden": [128], "lr": 1.0}, "A small MLP on the built-in digits."
     ),
     "Seed 003 MNIST: DP-PCA 60 + MLP 1000, σ = 4 (ε ≤ 2)": Preset(
-        {"dataset": "mnist", "model": "mlp", "hidden": [1000], "algorithm": "dpsgd", "pca_dims": 60, "pca_noise": 7.0,
-         "noise_multiplier": 4.0, "delta": 1e-5, "clip_norm": 4.0, "lot_size": 600, "epochs": 300, "lr": 0.1,
-         "lr_schedule": {"kind": "linear", "end_factor": 0.52, "epochs": 10}, "seed": 0},
+        {
+            "dataset": "mnist",
+            "model": "mlp",
+            "hidden": [1000],
+            "algorithm": "dpsgd",
+            "pca_dims": 60,
+            "pca_noise": 7.0,
+            "noise_multiplier": 4.0,
+            "delta": 1e-5,
+            "clip_norm": 4.0,
+            "lot_size": 600,
+            "epochs": 300,
+            "lr": 0.1,
+            "lr_schedule": {"kind": "linear", "end_factor": 0.52, "epochs": 10},
+            "seed": 0,
+        },
         "Abadi et al. 2016 §5.2, medium noise: DP-PCA to 60 dims (σ_p = 7), 1,000 ReLU units, lots of 600, C = 4, "
         "σ = 4, lr 0.1 → 0.052 over 10 epochs; 300 epochs keep ε ≤ 2 (the paper reports 95%). 30,000 steps.",
     ),
     "Opacus MNIST example: CNN, σ = 1.3": Preset(
-        {"dataset": "mnist", "model": "cnn", "algorithm": "dpsgd", "delta": 1e-5, "lot_size": 240, "seed": 0,
-         "noise_multiplier": 1.3, "clip_norm": 1.5, "lr": 0.25, "epochs": 15},
+        {
+            "dataset": "mnist",
+            "model": "cnn",
+            "algorithm": "dpsgd",
+            "delta": 1e-5,
+            "lot_size": 240,
+            "seed": 0,
+            "noise_multiplier": 1.3,
+            "clip_norm": 1.5,
+            "lr": 0.25,
+            "epochs": 15,
+        },
         "Opacus examples/mnist_README.md, first row: q = 0.004 (L = 240), σ = 1.3, C = 1.5, lr 0.25, 15 epochs "
         "(their README: ε = 1.16, 94.6%); our CNN uses tanh where theirs uses ReLU.",
     ),
     "Seed 000 Adult: noisy gradient descent, ε = 1": Preset(
-        {"dataset": "adult", "model": "logreg", "algorithm": "noisy_gd", "clipping": "gradient", "clip_norm": 3.0,
-         "epochs": 30, "lr": 1.0, "seed": 0, "delta": 1e-5, "target_epsilon": 1.0, "count_epsilon": 0.1},
+        {
+            "dataset": "adult",
+            "model": "logreg",
+            "algorithm": "noisy_gd",
+            "clipping": "gradient",
+            "clip_norm": 3.0,
+            "epochs": 30,
+            "lr": 1.0,
+            "seed": 0,
+            "delta": 1e-5,
+            "target_epsilon": 1.0,
+            "count_epsilon": 0.1,
+        },
         "Near & Abuah, Programming Differential Privacy (seed 000): full-batch logistic regression, 30 iterations, "
         "b = 3, a tenth of ε on the noisy count.",
     ),
     "Seed 000 Adult: DP-SGD logistic regression, ε = 1": Preset(
-        {"dataset": "adult", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 1.0, "delta": 1e-6,
-         "clip_norm": 1.0, "lot_size": 256, "epochs": 5, "lr": 1.0, "seed": 0},
+        {
+            "dataset": "adult",
+            "model": "logreg",
+            "algorithm": "dpsgd",
+            "target_epsilon": 1.0,
+            "delta": 1e-6,
+            "clip_norm": 1.0,
+            "lot_size": 256,
+            "epochs": 5,
+            "lr": 1.0,
+            "seed": 0,
+        },
         "Seed 000's DP-SGD preset for UCI Adult (benchmarked at ≥ 84% test accuracy).",
     ),
     "Seed 002 digits: anisotropic noise (per layer), ε = 3": Preset(
@@ -84,35 +160,71 @@ PRESETS: dict[str, Preset] = {
         "gradients, clipping in the weighted norm, the same ε as isotropic DP-SGD.",
     ),
     "Seed 004 Adult: exponential mechanism over stumps, ε = 1": Preset(
-        {"dataset": "adult", "algorithm": "expmech_stumps", "target_epsilon": 1.0, "delta": 1e-6, "thresholds": 16,
-         "seed": 0},
+        {
+            "dataset": "adult",
+            "algorithm": "expmech_stumps",
+            "target_epsilon": 1.0,
+            "delta": 1e-6,
+            "thresholds": 16,
+            "seed": 0,
+        },
         "Dwork & Roth ch. 11: private PAC learning, one decision stump drawn by the exponential mechanism.",
     ),
     "Seed 004 Adult: SQ logistic regression via Laplace, ε = 1": Preset(
-        {"dataset": "adult", "algorithm": "sq_laplace", "target_epsilon": 1.0, "delta": 1e-6, "epochs": 10, "lr": 2.0,
-         "seed": 0},
+        {
+            "dataset": "adult",
+            "algorithm": "sq_laplace",
+            "target_epsilon": 1.0,
+            "delta": 1e-6,
+            "epochs": 10,
+            "lr": 2.0,
+            "seed": 0,
+        },
         "Dwork & Roth §11.1: gradient descent that sees the data only through Laplace-noised statistical queries.",
     ),
     "Seed 004 Adult: private online learning (RWM), ε = 1": Preset(
-        {"dataset": "adult", "algorithm": "rwm_online", "target_epsilon": 1.0, "delta": 1e-6, "thresholds": 16,
-         "seed": 0},
+        {
+            "dataset": "adult",
+            "algorithm": "rwm_online",
+            "target_epsilon": 1.0,
+            "delta": 1e-6,
+            "thresholds": 16,
+            "seed": 0,
+        },
         "Dwork & Roth Thms 11.1–11.3: randomized weighted majority over stump experts, one round per example.",
     ),
     "Seed 004 Adult: private linear learner, ε = 1": Preset(
-        {"dataset": "adult", "algorithm": "rwm_linear", "target_epsilon": 1.0, "delta": 1e-6, "thresholds": 16,
-         "seed": 0},
+        {
+            "dataset": "adult",
+            "algorithm": "rwm_linear",
+            "target_epsilon": 1.0,
+            "delta": 1e-6,
+            "thresholds": 16,
+            "seed": 0,
+        },
         "Dwork & Roth Algorithm 17 / Thm 11.6: RWM over the simplex's vertices, the average action as output.",
     ),
-}  # fmt: skip
+}
 DEFAULT_PRESET = next(iter(PRESETS))
 
 # A spec value must be one a widget offers (select sliders only take their options).
 OPTIONS: dict[str, list] = {
-    "target_epsilon": EPSILONS, "noise_multiplier": SIGMAS, "delta": DELTAS, "clip_norm": CLIP_NORMS,
-    "lr": LEARNING_RATES, "lot_size": LOT_SIZES, "epochs": EPOCHS, "hidden": HIDDEN_WIDTHS, "pca_dims": PCA_DIMS,
-    "pca_noise": PCA_NOISES, "count_epsilon": COUNT_EPSILONS, "optimizer": OPTIMIZERS, "thresholds": THRESHOLDS,
-    "aniso_smoothing": ANISO_SMOOTHINGS, "aniso_max_ratio": ANISO_MAX_RATIOS,
-}  # fmt: skip
+    "target_epsilon": EPSILONS,
+    "noise_multiplier": SIGMAS,
+    "delta": DELTAS,
+    "clip_norm": CLIP_NORMS,
+    "lr": LEARNING_RATES,
+    "lot_size": LOT_SIZES,
+    "epochs": EPOCHS,
+    "hidden": HIDDEN_WIDTHS,
+    "pca_dims": PCA_DIMS,
+    "pca_noise": PCA_NOISES,
+    "count_epsilon": COUNT_EPSILONS,
+    "optimizer": OPTIMIZERS,
+    "thresholds": THRESHOLDS,
+    "aniso_smoothing": ANISO_SMOOTHINGS,
+    "aniso_max_ratio": ANISO_MAX_RATIOS,
+}
 
 
 class PresetError(ValueError):
@@ -122,10 +234,30 @@ class PresetError(ValueError):
 def form_values(spec: dict[str, Any]) -> dict[str, Any]:
     """The widget values that describe `spec` (the inverse of `train_spec.raw_spec`)."""
     values = dict(FORM_DEFAULTS)
-    plain = ("algorithm", "dataset", "model", "delta", "clip_norm", "clipping", "count_epsilon", "lot_size", "epochs",
-             "lr", "optimizer", "seed", "target_epsilon", "calibration_accountant", "noise_multiplier",
-             "pca_dims", "pca_noise", "thresholds", "aniso_granularity", "aniso_smoothing",
-             "aniso_max_ratio", "noise")  # fmt: skip
+    plain = (
+        "algorithm",
+        "dataset",
+        "model",
+        "delta",
+        "clip_norm",
+        "clipping",
+        "count_epsilon",
+        "lot_size",
+        "epochs",
+        "lr",
+        "optimizer",
+        "seed",
+        "target_epsilon",
+        "calibration_accountant",
+        "noise_multiplier",
+        "pca_dims",
+        "pca_noise",
+        "thresholds",
+        "aniso_granularity",
+        "aniso_smoothing",
+        "aniso_max_ratio",
+        "noise",
+    )
     values |= {key: spec[key] for key in plain if key in spec}
     if "rounds" in spec:
         values["rounds"] = spec["rounds"]

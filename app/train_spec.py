@@ -13,11 +13,15 @@ from engine.training.datasets import DatasetInfo
 from engine.training.features.models import cnn_supports
 
 ALGORITHM_TITLES = {
-    "dpsgd": "DP-SGD", "noisy_gd": "Noisy gradient descent", "nonprivate": "Non-private baseline",
-    "aniso_dpsgd": "DP-SGD, anisotropic noise (seed 002)", "expmech_stumps": "Exponential mechanism: stumps (seed 004)",
-    "sq_laplace": "SQ learning via Laplace (seed 004)", "rwm_online": "Private online learning: RWM (seed 004)",
+    "dpsgd": "DP-SGD",
+    "noisy_gd": "Noisy gradient descent",
+    "nonprivate": "Non-private baseline",
+    "aniso_dpsgd": "DP-SGD, anisotropic noise (seed 002)",
+    "expmech_stumps": "Exponential mechanism: stumps (seed 004)",
+    "sq_laplace": "SQ learning via Laplace (seed 004)",
+    "rwm_online": "Private online learning: RWM (seed 004)",
     "rwm_linear": "Private linear learner (seed 004)",
-}  # fmt: skip
+}
 ANISO_GRANULARITY_TITLES = {"layer": "one weight per layer", "coordinate": "one weight per coordinate"}
 MODEL_TITLES = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)", "cnn": "CNN (tanh)"}
 NOISE_TITLES = {"reproducible": "Reproducible (lab)", "release": "Release (OS randomness)"}
@@ -82,9 +86,13 @@ def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema:
         return learner_raw_spec(values, schema)
     info = info or DATASETS[values["dataset"]]
     raw: dict[str, Any] = {
-        "dataset": values["dataset"], "model": model, "algorithm": algorithm, "epochs": values["epochs"],
-        "lr": values["lr"], "seed": int(values["seed"]),
-    }  # fmt: skip
+        "dataset": values["dataset"],
+        "model": model,
+        "algorithm": algorithm,
+        "epochs": values["epochs"],
+        "lr": values["lr"],
+        "seed": int(values["seed"]),
+    }
     if schema is not None:
         raw["schema"] = dict(schema)
     if model == "mlp":
@@ -94,8 +102,11 @@ def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema:
     if values["optimizer"] != "sgd":
         raw["optimizer"] = values["optimizer"]
     if values["lr_schedule"] == "linear":
-        raw["lr_schedule"] = {"kind": "linear", "end_factor": float(values["lr_end_factor"]),
-                              "epochs": float(values["lr_decay_epochs"])}  # fmt: skip
+        raw["lr_schedule"] = {
+            "kind": "linear",
+            "end_factor": float(values["lr_end_factor"]),
+            "epochs": float(values["lr_decay_epochs"]),
+        }
     if uses_pca(values, info):
         raw["pca_dims"] = int(values["pca_dims"])
         if private(algorithm):
@@ -122,8 +133,13 @@ def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema:
 
 def learner_raw_spec(values: Mapping[str, Any], schema: Mapping | None) -> dict[str, Any]:
     algorithm = Algorithm(values["algorithm"])
-    raw: dict[str, Any] = {"dataset": values["dataset"], "algorithm": algorithm.value, "seed": int(values["seed"]),
-                           "delta": values["delta"], "target_epsilon": values["target_epsilon"]}  # fmt: skip
+    raw: dict[str, Any] = {
+        "dataset": values["dataset"],
+        "algorithm": algorithm.value,
+        "seed": int(values["seed"]),
+        "delta": values["delta"],
+        "target_epsilon": values["target_epsilon"],
+    }
     if schema is not None:
         raw["schema"] = dict(schema)
     if algorithm is Algorithm.SQ_LAPLACE:

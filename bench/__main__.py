@@ -22,8 +22,10 @@ def _needs_opacus(suite: str) -> Callable[[bool], list[dict]]:
         try:
             import opacus  # noqa: F401
         except ImportError:
-            print(f"skipping the {suite} suite: Opacus is not installed (pip install -r requirements-bench.txt)",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"skipping the {suite} suite: Opacus is not installed (pip install -r requirements-bench.txt)",
+                file=sys.stderr,
+            )
             return []
         from bench import memory, opacus_compare
 

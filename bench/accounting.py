@@ -30,8 +30,11 @@ def _library_calibration(target: float, delta: float, q: float, steps: int) -> f
     return calibrate_dp_mechanism(
         lambda: rdp_accountant.RdpAccountant(),
         lambda s: dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(s)), steps),
-        target, delta, ExplicitBracketInterval(SIGMA_MIN, SIGMA_MAX), tol=1e-4 * SIGMA_MIN,
-    )  # fmt: skip
+        target,
+        delta,
+        ExplicitBracketInterval(SIGMA_MIN, SIGMA_MAX),
+        tol=1e-4 * SIGMA_MIN,
+    )
 
 
 def run(quick: bool = False) -> list[dict]:

@@ -30,13 +30,28 @@ from engine.training import train as train_spec
 
 MNIST_EPOCHS = 2
 MNIST_CENTRE = {
-    "dataset": "mnist", "model": "mlp", "hidden": [1000], "pca_dims": 60, "pca_noise": 7.0, "delta": 1e-5,
-    "target_epsilon": 2.0, "clip_norm": 4.0, "lot_size": 600, "lr": 0.1, "epochs": MNIST_EPOCHS,
-}  # fmt: skip
+    "dataset": "mnist",
+    "model": "mlp",
+    "hidden": [1000],
+    "pca_dims": 60,
+    "pca_noise": 7.0,
+    "delta": 1e-5,
+    "target_epsilon": 2.0,
+    "clip_norm": 4.0,
+    "lot_size": 600,
+    "lr": 0.1,
+    "epochs": MNIST_EPOCHS,
+}
 ADULT_CENTRE = {
-    "dataset": "adult", "model": "logreg", "delta": 1e-6, "target_epsilon": 1.0, "clip_norm": 1.0, "lot_size": 256,
-    "lr": 1.0, "epochs": 5,
-}  # fmt: skip
+    "dataset": "adult",
+    "model": "logreg",
+    "delta": 1e-6,
+    "target_epsilon": 1.0,
+    "clip_norm": 1.0,
+    "lot_size": 256,
+    "lr": 1.0,
+    "epochs": 5,
+}
 MNIST_SWEEP = ({}, {"lot_size": 300}, {"lot_size": 1200}, {"hidden": [200]}, {"clip_norm": 2.0}, {"clip_norm": 8.0})
 ADULT_SWEEP = ({}, {"lot_size": 1024}, {"clip_norm": 0.3}, {"clip_norm": 3.0})
 # With the centre's 2.0: the issue's ε grid, seed 0, with seed 003's DP-PCA noise for each budget (σ_p 7 alone
@@ -108,14 +123,24 @@ def run(quick: bool = False) -> list[dict]:
                 accuracy[method].append(result.test_accuracy)
                 seconds[method] += result.seconds
                 epsilon, sigma = result.epsilon, result.noise_multiplier
-                print(f"bench aniso: {setting.name} seed {seed} {method}: accuracy {result.test_accuracy:.4f}, "
-                      f"ε {result.epsilon:.3f}, {result.seconds:.1f} s", file=sys.stderr)  # fmt: skip
+                print(
+                    f"bench aniso: {setting.name} seed {seed} {method}: accuracy {result.test_accuracy:.4f}, "
+                    f"ε {result.epsilon:.3f}, {result.seconds:.1f} s",
+                    file=sys.stderr,
+                )
         prefix = f"aniso/{setting.name}"
         common = {"epsilon": epsilon, "noise_multiplier": sigma, "seeds": list(setting.seeds), "spec": setting.spec}
         for method in setting.methods:
-            records.append({"name": f"{prefix}/{method}/test_accuracy", "value": statistics.mean(accuracy[method]),
-                            "unit": "accuracy", "per_seed": accuracy[method], "seconds": seconds[method],
-                            **common})  # fmt: skip
+            records.append(
+                {
+                    "name": f"{prefix}/{method}/test_accuracy",
+                    "value": statistics.mean(accuracy[method]),
+                    "unit": "accuracy",
+                    "per_seed": accuracy[method],
+                    "seconds": seconds[method],
+                    **common,
+                }
+            )
         row = {
             "setting": setting.name,
             "epsilon": epsilon,
@@ -126,8 +151,15 @@ def run(quick: bool = False) -> list[dict]:
         for method in setting.methods[1:]:
             differences = [a - b for a, b in zip(accuracy[method], accuracy["iso"], strict=True)]
             row[method] = differences
-            records.append({"name": f"{prefix}/{method}_minus_iso", "value": statistics.mean(differences),
-                            "unit": "accuracy (aniso − iso)", "per_seed": differences, **common})  # fmt: skip
+            records.append(
+                {
+                    "name": f"{prefix}/{method}_minus_iso",
+                    "value": statistics.mean(differences),
+                    "unit": "accuracy (aniso − iso)",
+                    "per_seed": differences,
+                    **common,
+                }
+            )
         rows.append(row)
     print(summary_table(rows), file=sys.stderr)
     return records
@@ -150,7 +182,13 @@ def summary_table(rows: list[dict]) -> str:
     ]
     for r in rows:
         differences = (_cell(r.get("layer"), signed=True), _cell(r.get("coordinate"), signed=True))
-        cells = (r["setting"], f"{r['epsilon']:.3f}", f"{r['sigma']:.3f}", ",".join(map(str, r["seeds"])),
-                 _cell(r["iso"]), *differences)  # fmt: skip
+        cells = (
+            r["setting"],
+            f"{r['epsilon']:.3f}",
+            f"{r['sigma']:.3f}",
+            ",".join(map(str, r["seeds"])),
+            _cell(r["iso"]),
+            *differences,
+        )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -65,13 +65,37 @@ def _one_press(playwright) -> float:
     port = _free_port()
     env = {**os.environ, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT)}
     procs = [
-        subprocess.Popen([sys.executable, "-m", "engine", "worker", "--workers", "1", "--poll", "0.1"], env=env,
-                         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
-        subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.port", str(port),
-                          "--server.address", "127.0.0.1", "--server.headless", "true",
-                          "--browser.gatherUsageStats", "false"], env=env, cwd=ROOT,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True),
-    ]  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-m", "engine", "worker", "--workers", "1", "--poll", "0.1"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        ),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app/main.py",
+                "--server.port",
+                str(port),
+                "--server.address",
+                "127.0.0.1",
+                "--server.headless",
+                "true",
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        ),
+    ]
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
     try:
         _wait(lambda: _healthy(port), 90, "the dashboard")
@@ -104,8 +128,9 @@ def _one_press(playwright) -> float:
 
 def run(quick: bool = False) -> list[dict]:
     if not Path(CHROMIUM).exists():
-        print("skipping the dashboard suite: no Chromium at /usr/bin/chromium (apt-get install chromium)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "skipping the dashboard suite: no Chromium at /usr/bin/chromium (apt-get install chromium)", file=sys.stderr
+        )
         return []
     from playwright.sync_api import sync_playwright
 

@@ -27,18 +27,38 @@ TERMINAL = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
 def tiny_spec(seed: int, epochs: float = 0.5) -> dict:
-    return {"dataset": "digits", "model": "logreg", "algorithm": "dpsgd", "noise_multiplier": 1.0, "delta": 1e-5,
-            "clip_norm": 1.0, "lot_size": 64, "epochs": epochs, "lr": 2.0, "seed": seed}  # fmt: skip
+    return {
+        "dataset": "digits",
+        "model": "logreg",
+        "algorithm": "dpsgd",
+        "noise_multiplier": 1.0,
+        "delta": 1e-5,
+        "clip_norm": 1.0,
+        "lot_size": 64,
+        "epochs": epochs,
+        "lr": 2.0,
+        "seed": seed,
+    }
 
 
 def _env(home: Path) -> dict[str, str]:
-    return {**os.environ, "DPLAB_HOME": str(home), "PYTHONPATH": str(ROOT), "DPLAB_HEARTBEAT_S": "0.3",
-            "DPLAB_STALE_AFTER_S": str(STALE_AFTER_S)}  # fmt: skip
+    return {
+        **os.environ,
+        "DPLAB_HOME": str(home),
+        "PYTHONPATH": str(ROOT),
+        "DPLAB_HEARTBEAT_S": "0.3",
+        "DPLAB_STALE_AFTER_S": str(STALE_AFTER_S),
+    }
 
 
 def _worker(home: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "engine", "worker", "--poll", "0.05", *args], cwd=ROOT,
-                            env=_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "engine", "worker", "--poll", "0.05", *args],
+        cwd=ROOT,
+        env=_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def _wait(predicate, timeout: float = 600.0):

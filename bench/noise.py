@@ -38,9 +38,22 @@ QUICK = Settings(repetitions=21, block_steps=20)
 
 
 def spec_for(model: dict, noise: str):
-    return parse_spec({"dataset": "digits", "model": "logreg", "algorithm": "dpsgd", "delta": 1e-5, "clip_norm": 1.0,
-                       "noise_multiplier": 1.0, "lot_size": 256, "epochs": 100, "lr": 0.5, "seed": 0, "noise": noise}
-                      | model)  # fmt: skip
+    return parse_spec(
+        {
+            "dataset": "digits",
+            "model": "logreg",
+            "algorithm": "dpsgd",
+            "delta": 1e-5,
+            "clip_norm": 1.0,
+            "noise_multiplier": 1.0,
+            "lot_size": 256,
+            "epochs": 100,
+            "lr": 0.5,
+            "seed": 0,
+            "noise": noise,
+        }
+        | model
+    )
 
 
 def stepper(spec, data):
@@ -82,13 +95,29 @@ def run(quick: bool) -> list[dict]:
             name = f"noise: DP-SGD step, {label}, digits, lots of 256, CPU {THREADS} thread"
             median = {mode: statistics.median(t) for mode, t in times.items()}
             for mode, values in times.items():
-                records.append({"name": f"{name}: {mode} noise", "value": median[mode] * 1e3, "unit": "ms",
-                                "min": min(values) * 1e3, "max": max(values) * 1e3,
-                                "blocks": len(values), "steps_per_block": settings.block_steps})  # fmt: skip
+                records.append(
+                    {
+                        "name": f"{name}: {mode} noise",
+                        "value": median[mode] * 1e3,
+                        "unit": "ms",
+                        "min": min(values) * 1e3,
+                        "max": max(values) * 1e3,
+                        "blocks": len(values),
+                        "steps_per_block": settings.block_steps,
+                    }
+                )
             ratios = [r / p for r, p in zip(times["release"], times["reproducible"], strict=True)]
-            records.append({"name": f"{name}: release / reproducible", "value": statistics.median(ratios), "unit": "x",
-                            "numerator": "release", "denominator": "reproducible",
-                            "min": min(ratios), "max": max(ratios)})  # fmt: skip
+            records.append(
+                {
+                    "name": f"{name}: release / reproducible",
+                    "value": statistics.median(ratios),
+                    "unit": "x",
+                    "numerator": "release",
+                    "denominator": "reproducible",
+                    "min": min(ratios),
+                    "max": max(ratios),
+                }
+            )
     finally:
         torch.set_num_threads(threads)
     return records

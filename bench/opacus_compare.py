@@ -261,8 +261,9 @@ def markdown(records: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
     for prefix in prefixes:
         model, _, batch = prefix.rpartition("/b")
-        cells = [f"{figures[f'{prefix}/{m}']['value']:.3g}" if f"{prefix}/{m}" in figures else "unsupported"
-                 for m in columns]  # fmt: skip
+        cells = [
+            f"{figures[f'{prefix}/{m}']['value']:.3g}" if f"{prefix}/{m}" in figures else "unsupported" for m in columns
+        ]
         vs_np = figures.get(f"{prefix}/bookkeeping_vs_nonprivate")
         cells.append(f"{vs_np['value']:.2f}×" if vs_np else "n/a")
         best = next((r for r in records if r["name"].startswith(prefix + "/") and "best_opacus" in r), None)

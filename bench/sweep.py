@@ -54,8 +54,16 @@ def grid(members: int) -> list[tuple[float, float]]:
 
 def specs_for(model: str, dataset: str, members: int, epochs: float) -> list[dict]:
     """`model`: logreg, mlp (784→1000→10), mlp_pca60 (seed 003's DP-PCA 60 (σ_p 7) + 60→1000→10) or cnn."""
-    base = {"dataset": dataset, "model": model, "algorithm": "dpsgd", "delta": 1e-5, "lot_size": 256,
-            "epochs": epochs, "lr": 0.5 if model != "cnn" else 0.25, "seed": 0}  # fmt: skip
+    base = {
+        "dataset": dataset,
+        "model": model,
+        "algorithm": "dpsgd",
+        "delta": 1e-5,
+        "lot_size": 256,
+        "epochs": epochs,
+        "lr": 0.5 if model != "cnn" else 0.25,
+        "seed": 0,
+    }
     if model == "mlp_pca60":
         base.update(model="mlp", pca_dims=60, pca_noise=7.0)
     if base["model"] == "mlp":
@@ -116,24 +124,41 @@ def run(quick: bool) -> list[dict]:
         members = [StackMember(spec=s, plan=plan_run(s, n_train=len(data.x_train))) for s in specs]
         _time_one(members[0], data)  # warm-up: first-call costs (kernels, allocator) out of the figures
         _time_stack(members[:2], data)
-        modes = {"one run": (_time_one, members[0]), "sequential": (_time_sequential, members),
-                 "stack": (_time_stack, members)}  # fmt: skip
+        modes = {
+            "one run": (_time_one, members[0]),
+            "sequential": (_time_sequential, members),
+            "stack": (_time_stack, members),
+        }
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in modes}
         for rep in range(settings.repetitions):
             order = list(modes)[rep % len(modes) :] + list(modes)[: rep % len(modes)]
             for name in order:
                 timer, what = modes[name]
                 times[name].append(timer(what, data))
-        label = (f"sweep {model} {dataset} K={settings.members} ({members[0].plan.steps} steps, "
-                 f"{len(data.x_test):,} test examples, {device.type})")  # fmt: skip
+        label = (
+            f"sweep {model} {dataset} K={settings.members} ({members[0].plan.steps} steps, "
+            f"{len(data.x_test):,} test examples, {device.type})"
+        )
         for part, index in (("loop", 0), ("end to end", 1)):
             median = {name: statistics.median(t[index] for t in values) for name, values in times.items()}
             for name, value in median.items():
                 records.append({"name": f"{label}: {name}, {part}", "value": value, "unit": "s"})
-            records.append({"name": f"{label}: speed-up of the stack over sequential, {part}",
-                            "value": median["sequential"] / median["stack"], "unit": "x",
-                            "numerator": "sequential", "denominator": "stack"})  # fmt: skip
-            records.append({"name": f"{label}: stack time / one run's, {part}",
-                            "value": median["stack"] / median["one run"], "unit": "x",
-                            "numerator": "stack", "denominator": "one run"})  # fmt: skip
+            records.append(
+                {
+                    "name": f"{label}: speed-up of the stack over sequential, {part}",
+                    "value": median["sequential"] / median["stack"],
+                    "unit": "x",
+                    "numerator": "sequential",
+                    "denominator": "stack",
+                }
+            )
+            records.append(
+                {
+                    "name": f"{label}: stack time / one run's, {part}",
+                    "value": median["stack"] / median["one run"],
+                    "unit": "x",
+                    "numerator": "stack",
+                    "denominator": "one run",
+                }
+            )
     return records

@@ -75,8 +75,11 @@ class Budget:
     capped: bool  # the time cap, not the budget, set the epochs
 
     def fields(self) -> dict[str, Any]:
-        return {"epochs_within_budget": self.epochs_within_budget, "budget_accountant": self.accountant,
-                "epochs_capped": self.capped}  # fmt: skip
+        return {
+            "epochs_within_budget": self.epochs_within_budget,
+            "budget_accountant": self.accountant,
+            "epochs_capped": self.capped,
+        }
 
 
 class Datasets:
@@ -130,11 +133,21 @@ def epsilon_only(item: Run) -> list[dict]:
     accounts = panel(plan.ledger(), delta=plan.delta)
     accountant, epsilon = accounts.tightest()
     print(f"bench: {item.name} not trained (DPLAB_BENCH_SLOW=1 trains it); its ε only", file=sys.stderr)
-    return [{
-        "name": f"utility/{item.name}/epsilon_{accountant}", "value": epsilon, "unit": "ε", "trained": False,
-        "accountant": accountant, "epsilons": accounts.final(), "epochs": item.spec["epochs"], "steps": plan.steps,
-        "source": item.source, "reported": item.reported, "spec": item.spec,
-    }]  # fmt: skip
+    return [
+        {
+            "name": f"utility/{item.name}/epsilon_{accountant}",
+            "value": epsilon,
+            "unit": "ε",
+            "trained": False,
+            "accountant": accountant,
+            "epsilons": accounts.final(),
+            "epochs": item.spec["epochs"],
+            "steps": plan.steps,
+            "source": item.source,
+            "reported": item.reported,
+            "spec": item.spec,
+        }
+    ]
 
 
 def resolve(item: Run, *, n_train: int, quick: bool) -> tuple[dict, TrainingPlan, Budget | None]:
@@ -158,10 +171,15 @@ def fill(spec: dict, *, target_epsilon: float, max_epochs: float, n_train: int) 
     (whichever allows more), capped at `max_epochs`."""
     ceiling = plan_run(parse_spec({**spec, "epochs": MAX_SPEC_EPOCHS}), n_train=n_train)
     steps = {
-        name: max_steps(ceiling.ledger, target_epsilon=target_epsilon, delta=ceiling.delta, accountant_name=name,
-                        limit=ceiling.steps)
+        name: max_steps(
+            ceiling.ledger,
+            target_epsilon=target_epsilon,
+            delta=ceiling.delta,
+            accountant_name=name,
+            limit=ceiling.steps,
+        )
         for name in BUDGET_ACCOUNTANTS
-    }  # fmt: skip
+    }
     accountant = max(steps, key=steps.get)
     cap = plan_run(parse_spec({**spec, "epochs": max_epochs}), n_train=n_train).steps
     trained = min(steps[accountant], cap)
@@ -170,8 +188,12 @@ def fill(spec: dict, *, target_epsilon: float, max_epochs: float, n_train: int) 
     plan = plan_run(parse_spec(filled), n_train=n_train)
     if plan.steps != trained:
         raise AssertionError(f"{epochs} epochs plan {plan.steps} steps, not {trained}")
-    budget = Budget(epochs=epochs, epochs_within_budget=steps[accountant] * ceiling.lot_size / n_train,
-                    accountant=accountant, capped=steps[accountant] > cap)  # fmt: skip
+    budget = Budget(
+        epochs=epochs,
+        epochs_within_budget=steps[accountant] * ceiling.lot_size / n_train,
+        accountant=accountant,
+        capped=steps[accountant] > cap,
+    )
     return filled, plan, budget
 
 
@@ -183,11 +205,18 @@ def run_records(
 ) -> list[dict]:
     prefix = f"utility/{item.name}"
     fields: dict[str, Any] = {
-        "epsilon": result.epsilon, "accountant": result.accountant, "epsilons": result.epsilons,
-        "delta": result.delta, "noise_multiplier": result.noise_multiplier, "epochs": spec["epochs"],
-        "steps": result.steps, "seconds": result.seconds, "planning_seconds": planning_s, "source": item.source,
+        "epsilon": result.epsilon,
+        "accountant": result.accountant,
+        "epsilons": result.epsilons,
+        "delta": result.delta,
+        "noise_multiplier": result.noise_multiplier,
+        "epochs": spec["epochs"],
+        "steps": result.steps,
+        "seconds": result.seconds,
+        "planning_seconds": planning_s,
+        "source": item.source,
         "spec": spec,
-    }  # fmt: skip
+    }
     if budget is not None:
         fields |= budget.fields()
     if item.reported:
@@ -228,11 +257,15 @@ def baselines(datasets: Datasets, names: tuple[str, ...]) -> list[dict]:
             continue
         started = time.perf_counter()
         baseline = sklearn_logistic_regression(data)
-        records.append({
-            "name": f"utility/{name}/sklearn_nonprivate_accuracy", "value": baseline.test_accuracy,
-            "unit": "accuracy", "majority_class_accuracy": baseline.majority_class_accuracy,
-            "seconds": time.perf_counter() - started,
-        })  # fmt: skip
+        records.append(
+            {
+                "name": f"utility/{name}/sklearn_nonprivate_accuracy",
+                "value": baseline.test_accuracy,
+                "unit": "accuracy",
+                "majority_class_accuracy": baseline.majority_class_accuracy,
+                "seconds": time.perf_counter() - started,
+            }
+        )
     return records
 
 
@@ -243,13 +276,20 @@ def digits(quick: bool) -> list[dict]:
     baseline = sklearn_logistic_regression(data).test_accuracy
     accuracy = statistics.median(r.test_accuracy for r in results)
     return [
-        {"name": "utility/digits_logreg_eps3/test_accuracy", "value": accuracy, "unit": "accuracy",
-         "seeds": len(results)},
+        {
+            "name": "utility/digits_logreg_eps3/test_accuracy",
+            "value": accuracy,
+            "unit": "accuracy",
+            "seeds": len(results),
+        },
         {"name": "utility/digits_logreg_eps3/epsilon", "value": max(r.epsilon for r in results), "unit": "ε"},
-        {"name": "utility/digits_logreg_eps3/seconds", "value": statistics.median(r.seconds for r in results),
-         "unit": "s"},
+        {
+            "name": "utility/digits_logreg_eps3/seconds",
+            "value": statistics.median(r.seconds for r in results),
+            "unit": "s",
+        },
         {"name": "utility/digits_logreg/sklearn_nonprivate_accuracy", "value": baseline, "unit": "accuracy"},
-    ]  # fmt: skip
+    ]
 
 
 # --- The summary a person reads ----------------------------------------------------------------------------

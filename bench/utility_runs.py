@@ -39,26 +39,59 @@ class Run:
 # --- The acceptance run and the single-dataset presets (each beside scikit-learn) -------------------------
 
 ACCEPTANCE_SPEC = {
-    "dataset": "digits", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 3.0, "delta": 1e-5,
-    "clip_norm": 1.0, "lot_size": 64, "epochs": 20, "lr": 2.0, "seed": 0,
-}  # fmt: skip
+    "dataset": "digits",
+    "model": "logreg",
+    "algorithm": "dpsgd",
+    "target_epsilon": 3.0,
+    "delta": 1e-5,
+    "clip_norm": 1.0,
+    "lot_size": 64,
+    "epochs": 20,
+    "lr": 2.0,
+    "seed": 0,
+}
 
 ADULT_PRESET = {
-    "dataset": "adult", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 1.0, "delta": 1e-6,
-    "clip_norm": 1.0, "lot_size": 256, "epochs": 5, "lr": 1.0, "seed": 0,
-}  # fmt: skip
+    "dataset": "adult",
+    "model": "logreg",
+    "algorithm": "dpsgd",
+    "target_epsilon": 1.0,
+    "delta": 1e-6,
+    "clip_norm": 1.0,
+    "lot_size": 256,
+    "epochs": 5,
+    "lr": 1.0,
+    "seed": 0,
+}
 IMAGE_LOGREG = {
-    "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 1.0, "delta": 1e-5, "clip_norm": 1.0,
-    "lot_size": 512, "epochs": 5, "lr": 4.0, "seed": 0,
-}  # fmt: skip
+    "model": "logreg",
+    "algorithm": "dpsgd",
+    "target_epsilon": 1.0,
+    "delta": 1e-5,
+    "clip_norm": 1.0,
+    "lot_size": 512,
+    "epochs": 5,
+    "lr": 4.0,
+    "seed": 0,
+}
 
 PRESETS = [
-    Run(name="adult_logreg_eps1", spec=ADULT_PRESET, source="seed 000's preset (DP-SGD, logistic regression)",
-        target_accuracy=0.84, target_epsilon=1.0, quick=True, tuned=True),
+    Run(
+        name="adult_logreg_eps1",
+        spec=ADULT_PRESET,
+        source="seed 000's preset (DP-SGD, logistic regression)",
+        target_accuracy=0.84,
+        target_epsilon=1.0,
+        quick=True,
+        tuned=True,
+    ),
     Run(name="mnist_logreg_eps1", spec={"dataset": "mnist", **IMAGE_LOGREG}, source="pixels, logistic regression"),
-    Run(name="fashion-mnist_logreg_eps1", spec={"dataset": "fashion-mnist", **IMAGE_LOGREG},
-        source="pixels, logistic regression"),
-]  # fmt: skip
+    Run(
+        name="fashion-mnist_logreg_eps1",
+        spec={"dataset": "fashion-mnist", **IMAGE_LOGREG},
+        source="pixels, logistic regression",
+    ),
+]
 
 # --- Seed 003: Abadi et al. 2016 (CCS), §5.2, MNIST ------------------------------------------------------
 # DP-PCA to 60 dimensions, 1,000 ReLU units, lots of 600, C = 4, lr 0.1 → 0.052 over 10 epochs.
@@ -67,20 +100,35 @@ PRESETS = [
 # development machine's 2 shared cores, measured at ~10–20 ms a step; the issue allows 15 min a run).
 
 SEED003_SPEC = {
-    "dataset": "mnist", "model": "mlp", "hidden": [1000], "algorithm": "dpsgd", "pca_dims": 60, "delta": 1e-5,
-    "clip_norm": 4.0, "lot_size": 600, "lr": 0.1, "lr_schedule": {"kind": "linear", "end_factor": 0.52, "epochs": 10},
+    "dataset": "mnist",
+    "model": "mlp",
+    "hidden": [1000],
+    "algorithm": "dpsgd",
+    "pca_dims": 60,
+    "delta": 1e-5,
+    "clip_norm": 4.0,
+    "lot_size": 600,
+    "lr": 0.1,
+    "lr_schedule": {"kind": "linear", "end_factor": 0.52, "epochs": 10},
     "seed": 0,
-}  # fmt: skip
+}
 SEED003_EPOCH_CAP = 400
 SEED003_SOURCE = "Abadi et al. 2016, §5.2 (seed 003): DP-PCA 60, MLP 1000, L 600, C 4"
 
 SEED003 = [
-    Run(name=f"seed003_mnist_pca60_mlp1000_eps{epsilon:g}",
-        spec={**SEED003_SPEC, "pca_noise": pca_noise, "noise_multiplier": sigma}, source=SEED003_SOURCE,
-        target_accuracy=accuracy, target_epsilon=epsilon, max_epochs=SEED003_EPOCH_CAP,
-        quick=epsilon == 0.5, quick_epochs=3, reported={"accuracy": accuracy, "epsilon": epsilon})
+    Run(
+        name=f"seed003_mnist_pca60_mlp1000_eps{epsilon:g}",
+        spec={**SEED003_SPEC, "pca_noise": pca_noise, "noise_multiplier": sigma},
+        source=SEED003_SOURCE,
+        target_accuracy=accuracy,
+        target_epsilon=epsilon,
+        max_epochs=SEED003_EPOCH_CAP,
+        quick=epsilon == 0.5,
+        quick_epochs=3,
+        reported={"accuracy": accuracy, "epsilon": epsilon},
+    )
     for pca_noise, sigma, epsilon, accuracy in ((16.0, 8.0, 0.5, 0.90), (7.0, 4.0, 2.0, 0.95), (4.0, 2.0, 8.0, 0.97))
-]  # fmt: skip
+]
 
 # --- Tuned runs: Tramèr & Boneh 2021 (ICLR), ScatterNet + linear -----------------------------------------
 # Their MNIST / Fashion-MNIST settings: momentum 0.9, C = 0.1, lots of 8192 (MNIST: 4096), lr 16 (MNIST:
@@ -88,24 +136,47 @@ SEED003 = [
 # here for the target ε over the epochs below. Starting from theirs, a few runs picked the epochs.
 
 SCATTER_LINEAR = {
-    "model": "logreg", "features": "scatternet", "algorithm": "dpsgd", "delta": 1e-5, "clip_norm": 0.1,
-    "lot_size": 8192, "lr": 16.0, "optimizer": "momentum", "momentum": 0.9, "seed": 0,
-}  # fmt: skip
+    "model": "logreg",
+    "features": "scatternet",
+    "algorithm": "dpsgd",
+    "delta": 1e-5,
+    "clip_norm": 0.1,
+    "lot_size": 8192,
+    "lr": 16.0,
+    "optimizer": "momentum",
+    "momentum": 0.9,
+    "seed": 0,
+}
 SCATTER_SOURCE = "Tramèr & Boneh 2021: ScatterNet (J=2, 8 angles, GroupNorm 27) + linear, momentum 0.9, C 0.1"
 
 TUNED = [
-    Run(name="mnist_scatternet_logreg_eps1",
+    Run(
+        name="mnist_scatternet_logreg_eps1",
         spec={"dataset": "mnist", **SCATTER_LINEAR, "target_epsilon": 1.0, "epochs": 20},
-        source=SCATTER_SOURCE, target_accuracy=0.96, target_epsilon=1.0, tuned=True),
-    Run(name="mnist_scatternet_logreg_eps3",
+        source=SCATTER_SOURCE,
+        target_accuracy=0.96,
+        target_epsilon=1.0,
+        tuned=True,
+    ),
+    Run(
+        name="mnist_scatternet_logreg_eps3",
         spec={"dataset": "mnist", **SCATTER_LINEAR, "target_epsilon": 3.0, "epochs": 40},
-        source=SCATTER_SOURCE, target_accuracy=0.985, target_epsilon=3.0, tuned=True,
-        reported={"accuracy": 0.987, "epsilon": 3.0}),
-    Run(name="fashion-mnist_scatternet_logreg_eps3",
+        source=SCATTER_SOURCE,
+        target_accuracy=0.985,
+        target_epsilon=3.0,
+        tuned=True,
+        reported={"accuracy": 0.987, "epsilon": 3.0},
+    ),
+    Run(
+        name="fashion-mnist_scatternet_logreg_eps3",
         spec={"dataset": "fashion-mnist", **SCATTER_LINEAR, "target_epsilon": 3.0, "epochs": 40},
-        source=SCATTER_SOURCE, target_accuracy=0.88, target_epsilon=3.0, tuned=True,
-        reported={"accuracy": 0.897, "epsilon": 3.0}),
-]  # fmt: skip
+        source=SCATTER_SOURCE,
+        target_accuracy=0.88,
+        target_epsilon=3.0,
+        tuned=True,
+        reported={"accuracy": 0.897, "epsilon": 3.0},
+    ),
+]
 
 # --- Seed 000: Near & Abuah, noisy gradient descent on Adult ---------------------------------------------
 # Logistic regression with labels ±1, full batch, 30 iterations at lr 1 (larger rates diverge on these
@@ -113,29 +184,47 @@ TUNED = [
 # count. Where 30 iterations would need σ > 500 (ε = 0.01), σ = 500 and the budget sets the iterations.
 
 NOISY_GD_SPEC = {
-    "dataset": "adult", "model": "logreg", "algorithm": "noisy_gd", "clip_norm": 3.0, "epochs": 30, "lr": 1.0,
-    "seed": 0, "delta": 1e-5,
-}  # fmt: skip
+    "dataset": "adult",
+    "model": "logreg",
+    "algorithm": "noisy_gd",
+    "clip_norm": 3.0,
+    "epochs": 30,
+    "lr": 1.0,
+    "seed": 0,
+    "delta": 1e-5,
+}
 NOISY_GD_EPSILONS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.0)
 NOISY_GD_QUICK_EPSILONS = (0.1, 1.0)
 COUNT_SHARE = 0.1  # of each ε, spent on the noisy example count
 NOISY_GD_SOURCE = "Near & Abuah, Programming Differential Privacy, ch. Machine Learning (seed 000)"
 
 NOISY_GD = [
-    Run(name=f"adult_noisy_gd_{clipping}_clip_eps{epsilon:g}",
-        spec={**NOISY_GD_SPEC, "clipping": clipping, "target_epsilon": epsilon,
-              "count_epsilon": COUNT_SHARE * epsilon},
-        source=NOISY_GD_SOURCE, target_epsilon=epsilon, quick=epsilon in NOISY_GD_QUICK_EPSILONS, tuned=True)
+    Run(
+        name=f"adult_noisy_gd_{clipping}_clip_eps{epsilon:g}",
+        spec={**NOISY_GD_SPEC, "clipping": clipping, "target_epsilon": epsilon, "count_epsilon": COUNT_SHARE * epsilon},
+        source=NOISY_GD_SOURCE,
+        target_epsilon=epsilon,
+        quick=epsilon in NOISY_GD_QUICK_EPSILONS,
+        tuned=True,
+    )
     for clipping in ("gradient", "input")
     for epsilon in NOISY_GD_EPSILONS
-]  # fmt: skip
+]
 # The non-private "hand GD" beside it: the same model family, lr and iterations, full batch, no noise.
 HAND_GD = Run(
     name="adult_hand_gd_nonprivate",
-    spec={"dataset": "adult", "model": "logreg", "algorithm": "nonprivate", "lot_size": dataset_info("adult").n_train,
-          "epochs": NOISY_GD_SPEC["epochs"], "lr": NOISY_GD_SPEC["lr"], "seed": 0},
-    source="full-batch gradient descent, no clipping or noise", quick=True,
-)  # fmt: skip
+    spec={
+        "dataset": "adult",
+        "model": "logreg",
+        "algorithm": "nonprivate",
+        "lot_size": dataset_info("adult").n_train,
+        "epochs": NOISY_GD_SPEC["epochs"],
+        "lr": NOISY_GD_SPEC["lr"],
+        "seed": 0,
+    },
+    source="full-batch gradient descent, no clipping or noise",
+    quick=True,
+)
 
 # --- Opacus's MNIST example (examples/mnist_README.md) ---------------------------------------------------
 # Their SampleConvNet is our CNN's shape with ReLU (ours: tanh) on mean/std-normalized pixels (ours:
@@ -148,9 +237,16 @@ OPACUS_SPEC = {"dataset": "mnist", "model": "cnn", "algorithm": "dpsgd", "delta"
 OPACUS_SOURCE = "Opacus examples/mnist.py settings on our tanh CNN (their SampleConvNet uses ReLU)"
 
 OPACUS = [
-    Run(name=f"opacus_mnist_cnn_sigma{sigma:g}",
+    Run(
+        name=f"opacus_mnist_cnn_sigma{sigma:g}",
         spec={**OPACUS_SPEC, "noise_multiplier": sigma, "clip_norm": clip, "lr": lr, "epochs": epochs},
-        source=OPACUS_SOURCE, slow=epochs > 15, reported={"accuracy": accuracy, "epsilon": epsilon})
+        source=OPACUS_SOURCE,
+        slow=epochs > 15,
+        reported={"accuracy": accuracy, "epsilon": epsilon},
+    )
     for sigma, clip, lr, epochs, epsilon, accuracy in (
-        (1.3, 1.5, 0.25, 15, 1.16, 0.9463), (1.1, 1.0, 0.15, 60, 2.91, 0.9678), (0.7, 1.5, 0.25, 45, 6.86, 0.9709))
-]  # fmt: skip
+        (1.3, 1.5, 0.25, 15, 1.16, 0.9463),
+        (1.1, 1.0, 0.15, 60, 2.91, 0.9678),
+        (0.7, 1.5, 0.25, 45, 6.86, 0.9709),
+    )
+]

@@ -25,8 +25,18 @@ from engine.privacy import ACCOUNTANTS, PrivacyLedger, calibrate_noise_multiplie
 from engine.training import RunSpec, TrainingPlan, TrainResult, parse_spec, plan_spec
 from engine.training import train as train_spec
 
-RUN_COLUMNS = ("id", "status", "dataset", "model", "algorithm", "epsilon", "test_accuracy", "created_at",
-               "finished_at", "imported")  # fmt: skip
+RUN_COLUMNS = (
+    "id",
+    "status",
+    "dataset",
+    "model",
+    "algorithm",
+    "epsilon",
+    "test_accuracy",
+    "created_at",
+    "finished_at",
+    "imported",
+)
 
 
 def spec(raw: Mapping[str, Any] | RunSpec) -> RunSpec:
@@ -39,11 +49,13 @@ def plan(raw: Mapping[str, Any] | RunSpec) -> TrainingPlan:
     return plan_spec(spec(raw))
 
 
-def calibrate(*, target_epsilon: float, delta: float, sampling_rate: float, steps: int,
-              accountant: str = "pld") -> float:  # fmt: skip
+def calibrate(
+    *, target_epsilon: float, delta: float, sampling_rate: float, steps: int, accountant: str = "pld"
+) -> float:
     """The smallest σ of a Poisson DP-SGD schedule whose ε by `accountant` meets (target_epsilon, δ)."""
-    return calibrate_noise_multiplier(target_epsilon=target_epsilon, delta=delta, sampling_rate=sampling_rate,
-                                      steps=steps, accountant_name=accountant)  # fmt: skip
+    return calibrate_noise_multiplier(
+        target_epsilon=target_epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps, accountant_name=accountant
+    )
 
 
 def epsilons(ledger: PrivacyLedger, *, delta: float, accountants: Sequence[str] = tuple(ACCOUNTANTS)) -> dict:
@@ -74,8 +86,17 @@ def runs_frame(records: Sequence[RunRecord]) -> pd.DataFrame:
         result = run.result or {}
         trained = {key: run.spec.get(key) for key in ("dataset", "model", "algorithm")}
         reported = {key: result.get(key) for key in ("epsilon", "test_accuracy")}
-        rows.append({"id": run.id, "status": run.status.value, **trained, **reported, "created_at": run.created_at,
-                     "finished_at": run.finished_at, "imported": run.imported})  # fmt: skip
+        rows.append(
+            {
+                "id": run.id,
+                "status": run.status.value,
+                **trained,
+                **reported,
+                "created_at": run.created_at,
+                "finished_at": run.finished_at,
+                "imported": run.imported,
+            }
+        )
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
 
 
@@ -98,5 +119,16 @@ def metrics(run_id: str, *, store: Store | None = None) -> pd.DataFrame:
     return metrics_frame((store or open_store()).metrics(run_id))
 
 
-__all__ = ["calibrate", "epsilons", "metrics", "metrics_frame", "open_store", "plan", "runs", "runs_frame", "spec",
-           "submit", "train"]  # fmt: skip
+__all__ = [
+    "calibrate",
+    "epsilons",
+    "metrics",
+    "metrics_frame",
+    "open_store",
+    "plan",
+    "runs",
+    "runs_frame",
+    "spec",
+    "submit",
+    "train",
+]

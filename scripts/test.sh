@@ -20,5 +20,6 @@ fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 .venv/bin/ruff check .
+.venv/bin/ruff format --check .
 .venv/bin/hadolint Dockerfile
 .venv/bin/python -m pytest "$@"

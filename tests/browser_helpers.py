@@ -53,9 +53,21 @@ def dashboard_url(port: int) -> str:
 
 
 def streamlit_command(port: int) -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.address", "127.0.0.1",
-            "--server.port", str(port), "--server.headless", "true",
-            "--browser.gatherUsageStats", "false"]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app/main.py",
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
 
 
 def fresh_artifact(artifacts: Path, name: str) -> Path:

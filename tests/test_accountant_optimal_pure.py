@@ -74,8 +74,9 @@ def test_equals_the_kov_closed_form(k, eps0):
     ledger = single_phase(exponential_mechanism_event(epsilon=eps0), k)
     checked = 0
     for i in range(1, k // 2):
-        numerator = sum(comb(k, j, exact=True) * (math.exp((k - j) * eps0) - math.exp((k - 2 * i + j) * eps0))
-                        for j in range(i))  # fmt: skip
+        numerator = sum(
+            comb(k, j, exact=True) * (math.exp((k - j) * eps0) - math.exp((k - 2 * i + j) * eps0)) for j in range(i)
+        )
         delta_i = numerator / (1 + math.exp(eps0)) ** k
         if not 1e-12 < delta_i < 0.5:
             continue
@@ -95,14 +96,21 @@ def test_tightest_on_exponential_mechanism_ledgers_and_below_rdp_on_laplace_ones
     assert rwm.final()["rdp"] > best * 1.05  # RDP is 5–17% looser on such ledgers
     # SQ-like: Laplace queries and an up-front count. Each enters as its ε-DP worst case, so PLD, which knows the
     # Laplace loss exactly, may be tighter; RDP and the composition theorems are not.
-    sq = panel(PrivacyLedger(phases=(Release(event=laplace_event(scale=200.0), count=500),),
-                             upfront=(Release(event=laplace_event(scale=10.0)),)), delta=1e-5).final()  # fmt: skip
+    sq = panel(
+        PrivacyLedger(
+            phases=(Release(event=laplace_event(scale=200.0), count=500),),
+            upfront=(Release(event=laplace_event(scale=10.0)),),
+        ),
+        delta=1e-5,
+    ).final()
     assert sq["pld"] <= sq["optimal_pure"] < min(sq["rdp"], sq["advanced"], sq["zcdp"], sq["naive"])
 
 
 def test_curve_counts_up_front_releases_and_grows():
-    ledger = PrivacyLedger(phases=(Release(event=exponential_mechanism_event(epsilon=0.05), count=40),),
-                           upfront=(Release(event=laplace_event(scale=2.0)),))  # fmt: skip
+    ledger = PrivacyLedger(
+        phases=(Release(event=exponential_mechanism_event(epsilon=0.05), count=40),),
+        upfront=(Release(event=laplace_event(scale=2.0)),),
+    )
     curve = optimal_pure.curve(ledger, delta=1e-6)
     assert curve.steps.tolist() == list(range(1, 41))
     assert np.all(np.diff(curve.epsilons) > 0)
@@ -117,8 +125,7 @@ def test_curve_counts_up_front_releases_and_grows():
     [gaussian_event(noise_multiplier=2.0), dpsgd_step_event(sampling_rate=0.01, noise_multiplier=1.0)],
 )
 def test_not_applicable_to_gaussian_or_sampled_releases(event):
-    ledger = PrivacyLedger(phases=(Release(event=event, count=5),),
-                           upfront=(Release(event=laplace_event(scale=1.0)),))  # fmt: skip
+    ledger = PrivacyLedger(phases=(Release(event=event, count=5),), upfront=(Release(event=laplace_event(scale=1.0)),))
     with pytest.raises(NotApplicableError, match="pure ε-DP releases only"):
         optimal_pure.curve(ledger, delta=1e-5)
     assert "optimal_pure" in panel(ledger, delta=1e-5).not_applicable
@@ -126,8 +133,9 @@ def test_not_applicable_to_gaussian_or_sampled_releases(event):
 
 def test_refuses_too_large_a_support_and_says_so():
     # Three distinct ε with 200 occurrences each: 201³ ≈ 8.1 million loss points.
-    ledger = PrivacyLedger(phases=tuple(Release(event=exponential_mechanism_event(epsilon=e), count=200)
-                                        for e in (0.011, 0.013, 0.017)))  # fmt: skip
+    ledger = PrivacyLedger(
+        phases=tuple(Release(event=exponential_mechanism_event(epsilon=e), count=200) for e in (0.011, 0.013, 0.017))
+    )
     with pytest.raises(NotApplicableError, match="8,120,601 privacy-loss points"):
         optimal_pure.curve(ledger, delta=1e-5, steps=[1, 600])
 

@@ -109,8 +109,12 @@ def test_rdp_curve_equals_dp_accounting_on_every_truncated_ledger(phases, upfron
 
 def test_a_schedule_whose_later_phase_is_unbounded_at_low_orders_reads_its_truncated_epsilon_at_step_100():
     q = 64 / 1438
-    ledger = schedule([(dpsgd_step_event(sampling_rate=q, noise_multiplier=1.0), 100),
-                       (dpsgd_step_event(sampling_rate=q, noise_multiplier=0.6), 100)])  # fmt: skip
+    ledger = schedule(
+        [
+            (dpsgd_step_event(sampling_rate=q, noise_multiplier=1.0), 100),
+            (dpsgd_step_event(sampling_rate=q, noise_multiplier=0.6), 100),
+        ]
+    )
     curve = rdp_curve(ledger, delta=1e-5, steps=[50, 100, 101, 200])
     truncated = [RdpAccountant().compose(ledger.truncated(t).dp_event()).get_epsilon(1e-5) for t in (50, 100)]
     assert curve.epsilons[:2] == pytest.approx(truncated, rel=1e-9)

@@ -42,8 +42,13 @@ def optimistic_epsilon(ledger: PrivacyLedger, delta: float) -> float:
         event, q = release.event, 1.0
         if isinstance(event, dp_event.PoissonSampledDpEvent):
             event, q = event.event, event.sampling_probability
-        one = pld_lib.from_gaussian_mechanism(event.noise_multiplier, sampling_prob=q, pessimistic_estimate=False,
-                                              use_connect_dots=False, value_discretization_interval=FINE)  # fmt: skip
+        one = pld_lib.from_gaussian_mechanism(
+            event.noise_multiplier,
+            sampling_prob=q,
+            pessimistic_estimate=False,
+            use_connect_dots=False,
+            value_discretization_interval=FINE,
+        )
         one = one.self_compose(release.count)
         composed = one if composed is None else composed.compose(one)
     return composed.get_epsilon_for_delta(delta)
@@ -59,9 +64,13 @@ GAUSSIAN_LEDGERS = {
     "small steps: q=0.01, σ=8, 1,000 steps": dpsgd(0.01, 8.0, 1000),
     "digits: q=64/1438, σ=1, 450 steps": dpsgd(64 / 1438, 1.0, 450),
     "small ε: q=1e-3, σ=4.375, 310 steps": dpsgd(1e-3, 4.375, 310),
-    "schedule: σ=2 then σ=6, q=0.02": schedule([(dpsgd_step_event(sampling_rate=0.02, noise_multiplier=2.0), 200),
-                                                 (dpsgd_step_event(sampling_rate=0.02, noise_multiplier=6.0), 300)]),
-}  # fmt: skip
+    "schedule: σ=2 then σ=6, q=0.02": schedule(
+        [
+            (dpsgd_step_event(sampling_rate=0.02, noise_multiplier=2.0), 200),
+            (dpsgd_step_event(sampling_rate=0.02, noise_multiplier=6.0), 300),
+        ]
+    ),
+}
 
 
 @pytest.mark.parametrize("name", list(GAUSSIAN_LEDGERS))

@@ -112,8 +112,10 @@ def test_composition_uses_the_exact_single_step_guarantee():
 def test_zcdp_matches_bun_steinke_by_hand():
     sigma, steps, count_scale, delta = 20.0, 100, 10.0, 1e-6
     gaussian, laplace = noisy_gd_events(noise_multiplier=sigma, count_scale=count_scale)
-    ledger = PrivacyLedger(phases=(Release(event=gaussian, count=steps, label="noisy GD step"),),
-                           upfront=(Release(event=laplace, label="noisy count"),))  # fmt: skip
+    ledger = PrivacyLedger(
+        phases=(Release(event=gaussian, count=steps, label="noisy GD step"),),
+        upfront=(Release(event=laplace, label="noisy count"),),
+    )
     rho = steps / (2 * sigma**2) + (1 / count_scale) ** 2 / 2
     by_hand = rho + 2 * math.sqrt(rho * math.log(1 / delta))
     assert zcdp.curve(ledger, delta=delta, steps=[steps]).final_epsilon == pytest.approx(by_hand, rel=1e-12)
@@ -150,30 +152,39 @@ def test_heterogeneous_phases_compose_exactly():
 
 
 def test_sampling_without_replacement_is_replace_one_and_shuffle_is_refused():
-    step = dpsgd_step_event(noise_multiplier=1.0, sampling=Sampling.WITHOUT_REPLACEMENT, dataset_size=10_000,
-                            lot_size=100)  # fmt: skip
+    step = dpsgd_step_event(
+        noise_multiplier=1.0, sampling=Sampling.WITHOUT_REPLACEMENT, dataset_size=10_000, lot_size=100
+    )
     ledger = single_phase(step, 1000, neighboring=NeighboringRelation.REPLACE_ONE)
     accounts = panel(ledger, delta=1e-5)
     assert "rdp" in accounts.curves and accounts.final()["rdp"] > 0
     with pytest.raises(NoTightAnalysisError, match="shuffle"):
         dpsgd_step_event(noise_multiplier=1.0, sampling=Sampling.SHUFFLE, dataset_size=1000, lot_size=10)
-    approximate = dpsgd_step_event(noise_multiplier=1.0, sampling=Sampling.SHUFFLE, dataset_size=1000, lot_size=10,
-                                   approximate_shuffle=True)  # fmt: skip
+    approximate = dpsgd_step_event(
+        noise_multiplier=1.0, sampling=Sampling.SHUFFLE, dataset_size=1000, lot_size=10, approximate_shuffle=True
+    )
     assert approximate == dpsgd_step_event(sampling_rate=0.01, noise_multiplier=1.0)
-    statement = privacy_statement(ledger=single_phase(approximate, 10), panel=panel(single_phase(approximate, 10),
-                                  delta=1e-5), dataset_size=1000, lot_size=10, sampling=Sampling.SHUFFLE)  # fmt: skip
+    statement = privacy_statement(
+        ledger=single_phase(approximate, 10),
+        panel=panel(single_phase(approximate, 10), delta=1e-5),
+        dataset_size=1000,
+        lot_size=10,
+        sampling=Sampling.SHUFFLE,
+    )
     assert "APPROXIMATION" in statement.text()
 
 
 @pytest.mark.parametrize("name", ["rdp", "pld", pytest.param("advanced", marks=pytest.mark.slow)])
 def test_calibration_round_trips(name):
     q, steps, delta, target = 0.01, 2000, 1e-5, 2.0
-    sigma = calibrate_noise_multiplier(target_epsilon=target, delta=delta, sampling_rate=q, steps=steps,
-                                       accountant_name=name)  # fmt: skip
+    sigma = calibrate_noise_multiplier(
+        target_epsilon=target, delta=delta, sampling_rate=q, steps=steps, accountant_name=name
+    )
     achieved = final_epsilon(dpsgd_ledger(q, sigma, steps), delta=delta, accountant_name=name)
     assert achieved <= target
-    again = calibrate_noise_multiplier(target_epsilon=achieved, delta=delta, sampling_rate=q, steps=steps,
-                                       accountant_name=name)  # fmt: skip
+    again = calibrate_noise_multiplier(
+        target_epsilon=achieved, delta=delta, sampling_rate=q, steps=steps, accountant_name=name
+    )
     assert again == pytest.approx(sigma, rel=1e-3)
 
 
@@ -204,8 +215,14 @@ def test_statement_says_what_was_protected_and_charged():
     statement = privacy_statement(ledger=ledger, panel=panel(ledger, delta=1e-5), dataset_size=1438, lot_size=64)
     text = statement.text()
     assert statement.accountant == "pld" and f"({statement.epsilon:.3g}, 1e-05)" in text
-    for fragment in ("adding or removing one training example", "example-level", "Poisson sampling",
-                     "0.0144 × 1/N", "450 × DP-SGD step", "zCDP (Bun–Steinke): not applicable"):  # fmt: skip
+    for fragment in (
+        "adding or removing one training example",
+        "example-level",
+        "Poisson sampling",
+        "0.0144 × 1/N",
+        "450 × DP-SGD step",
+        "zCDP (Bun–Steinke): not applicable",
+    ):
         assert fragment in text
 
 

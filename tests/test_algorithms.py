@@ -41,8 +41,16 @@ def blobs_csv(tmp_path_factory) -> dict:
 
 
 def noisy_gd_spec(blobs: dict, **overrides) -> dict:
-    return {**blobs, "model": "logreg", "algorithm": "noisy_gd", "delta": 1e-5, "clip_norm": 1.0, "epochs": 20,
-            "lr": 5.0, "seed": 0} | overrides  # fmt: skip
+    return {
+        **blobs,
+        "model": "logreg",
+        "algorithm": "noisy_gd",
+        "delta": 1e-5,
+        "clip_norm": 1.0,
+        "epochs": 20,
+        "lr": 5.0,
+        "seed": 0,
+    } | overrides
 
 
 def rdp_epsilon_of(events: list[tuple[dp_event.DpEvent, int]], delta: float) -> float:
@@ -127,20 +135,39 @@ def test_noisy_gd_step_is_clipped_sum_plus_noise_over_noisy_count(clipping):
     model = BinaryLogistic(5).double()
     torch.nn.init.normal_(model.linear.weight)
     clipper = BookKeepingClipper(model)
-    plan = TrainingPlan(algorithm=Algorithm.NOISY_GD, n_train=30, steps=3, lot_size=30, delta=1e-5,
-                        noise_multiplier=1.1, clip_norm=0.5, noise_phases=((1.0, 3),), clipping=clipping,
-                        count_epsilon=0.1)  # fmt: skip
+    plan = TrainingPlan(
+        algorithm=Algorithm.NOISY_GD,
+        n_train=30,
+        steps=3,
+        lot_size=30,
+        delta=1e-5,
+        noise_multiplier=1.1,
+        clip_norm=0.5,
+        noise_phases=((1.0, 3),),
+        clipping=clipping,
+        count_epsilon=0.1,
+    )
     if clipping == "gradient":
         expected = clipper.clipped_sum(x, y, 0.5).grads
     else:
         xc = clip_rows(x, 0.5)
-        expected = list(torch.autograd.grad(
-            torch.nn.functional.cross_entropy(model(xc), y, reduction="sum"), clipper.params))  # fmt: skip
+        expected = list(
+            torch.autograd.grad(torch.nn.functional.cross_entropy(model(xc), y, reduction="sum"), clipper.params)
+        )
     noise = [torch.zeros_like(g).normal_(0.0, 1.1 * 0.5, generator=torch.Generator().manual_seed(9)) for g in expected]
     before = model.linear.weight.detach().clone()
     optimizer = torch.optim.SGD(clipper.params, lr=0.4)
-    noisy_gd_step(step=1, clipper=clipper, optimizer=optimizer, x=x, y=y, plan=plan, denominator=31.5,
-                  physical_batch_size=None, noise_generator=torch.Generator().manual_seed(9))  # fmt: skip
+    noisy_gd_step(
+        step=1,
+        clipper=clipper,
+        optimizer=optimizer,
+        x=x,
+        y=y,
+        plan=plan,
+        denominator=31.5,
+        physical_batch_size=None,
+        noise_generator=torch.Generator().manual_seed(9),
+    )
     torch.testing.assert_close(model.linear.weight.detach(), before - 0.4 * (expected[0] + noise[0]) / 31.5)
 
 
@@ -155,8 +182,10 @@ def test_noisy_gd_epsilon_is_the_composition_dp_accounting_gives(blobs_csv):
     spec = parse_spec(noisy_gd_spec(blobs_csv, noise_multiplier=5.0, count_epsilon=0.05))
     result = train(spec)
     assert result.steps == 20 and result.sampling_rate == 1.0
-    expected = rdp_epsilon_of([(dp_event.LaplaceDpEvent(noise_multiplier=1 / 0.05), 1),
-                               (dp_event.GaussianDpEvent(noise_multiplier=5.0), 20)], 1e-5)  # fmt: skip
+    expected = rdp_epsilon_of(
+        [(dp_event.LaplaceDpEvent(noise_multiplier=1 / 0.05), 1), (dp_event.GaussianDpEvent(noise_multiplier=5.0), 20)],
+        1e-5,
+    )
     assert result.epsilons["rdp"] == pytest.approx(expected, rel=1e-9)
     assert result.test_accuracy > 0.8  # two well-separated blobs
     assert "noisy example count" in result.privacy_statement and "Poisson" not in result.privacy_statement
@@ -165,8 +194,13 @@ def test_noisy_gd_epsilon_is_the_composition_dp_accounting_gives(blobs_csv):
 def test_noisy_gd_calibrates_sigma_for_the_whole_ledger(blobs_csv):
     spec = parse_spec(noisy_gd_spec(blobs_csv, target_epsilon=1.0, epochs=10, clipping="input"))
     plan = plan_run(spec, n_train=300)
-    eps = rdp_epsilon_of([(dp_event.LaplaceDpEvent(noise_multiplier=1 / 0.01), 1),
-                          (dp_event.GaussianDpEvent(noise_multiplier=plan.noise_multiplier), 10)], 1e-5)  # fmt: skip
+    eps = rdp_epsilon_of(
+        [
+            (dp_event.LaplaceDpEvent(noise_multiplier=1 / 0.01), 1),
+            (dp_event.GaussianDpEvent(noise_multiplier=plan.noise_multiplier), 10),
+        ],
+        1e-5,
+    )
     assert eps <= 1.0 and eps == pytest.approx(1.0, rel=1e-3)
 
 
@@ -202,8 +236,9 @@ def test_dp_pca_is_charged_up_front(digits):
     records = []
     result = train(spec, dataset=digits, on_step=records.append)
     steps = result.steps
-    step = dp_event.PoissonSampledDpEvent(sampling_probability=64 / 1438,
-                                          event=dp_event.GaussianDpEvent(noise_multiplier=2.0))  # fmt: skip
+    step = dp_event.PoissonSampledDpEvent(
+        sampling_probability=64 / 1438, event=dp_event.GaussianDpEvent(noise_multiplier=2.0)
+    )
     expected = rdp_epsilon_of([(dp_event.GaussianDpEvent(noise_multiplier=7.0), 1), (step, steps)], 1e-5)
     assert result.epsilons["rdp"] == pytest.approx(expected, rel=1e-9)
     assert records[0].epsilon > 0  # the projection is released before the first step
@@ -229,9 +264,15 @@ def test_noise_schedule_becomes_ledger_phases_with_the_right_epsilon():
     plan = plan_run(spec, n_train=1438)
     assert [f for f, _ in plan.noise_phases] == [1.0, 0.5] and sum(n for _, n in plan.noise_phases) == plan.steps
     assert plan.noise_multiplier_at(1) == 2.0 and plan.noise_multiplier_at(plan.steps) == 1.0
-    events = [(dp_event.PoissonSampledDpEvent(sampling_probability=64 / 1438,
-                                              event=dp_event.GaussianDpEvent(noise_multiplier=2.0 * f)), n)
-              for f, n in plan.noise_phases]  # fmt: skip
+    events = [
+        (
+            dp_event.PoissonSampledDpEvent(
+                sampling_probability=64 / 1438, event=dp_event.GaussianDpEvent(noise_multiplier=2.0 * f)
+            ),
+            n,
+        )
+        for f, n in plan.noise_phases
+    ]
     from engine.privacy import final_epsilon
 
     assert final_epsilon(plan.ledger(), delta=1e-5) == pytest.approx(rdp_epsilon_of(events, 1e-5), rel=1e-9)
@@ -357,8 +398,15 @@ def image_dataset(n_train: int = 120, n_test: int = 40, seed: int = 0):
         r = slice(2, 12) if label else slice(16, 26)
         x[i, r, r] += 0.7
     x = x.reshape(len(x), -1)
-    return Dataset(name="mnist", x_train=x[:n_train], y_train=y[:n_train], x_test=x[n_train:], y_test=y[n_train:],
-                   n_classes=2, image_shape=(1, 28, 28))  # fmt: skip
+    return Dataset(
+        name="mnist",
+        x_train=x[:n_train],
+        y_train=y[:n_train],
+        x_test=x[n_train:],
+        y_test=y[n_train:],
+        n_classes=2,
+        image_shape=(1, 28, 28),
+    )
 
 
 def test_cnn_accounting_matches_its_poisson_sampling():

@@ -37,8 +37,16 @@ ALPHA = 1e-6  # false-failure rate of each statistical test below
 
 
 def make_plan(**overrides) -> TrainingPlan:
-    values = dict(algorithm=Algorithm.ANISO_DPSGD, n_train=40, lot_size=40, noise_multiplier=1.3, clip_norm=0.7,
-                  steps=50, delta=1e-5, noise_phases=((1.0, 50),))  # fmt: skip
+    values = dict(
+        algorithm=Algorithm.ANISO_DPSGD,
+        n_train=40,
+        lot_size=40,
+        noise_multiplier=1.3,
+        clip_norm=0.7,
+        steps=50,
+        delta=1e-5,
+        noise_phases=((1.0, 50),),
+    )
     values.update(overrides)
     return TrainingPlan(**values)
 
@@ -80,8 +88,12 @@ def weighted_norm(grads: list[torch.Tensor], weights: list[torch.Tensor]) -> flo
 
 # book-keeping per layer: ghost norms / W; per coordinate: the quadratic form (linear layers) or torch.func
 # (conv); the MaterializedClipper: torch.func for both
-CLIPPERS = [("layer", BookKeepingClipper), ("layer", MaterializedClipper), ("coordinate", BookKeepingClipper),
-            ("coordinate", MaterializedClipper)]  # fmt: skip
+CLIPPERS = [
+    ("layer", BookKeepingClipper),
+    ("layer", MaterializedClipper),
+    ("coordinate", BookKeepingClipper),
+    ("coordinate", MaterializedClipper),
+]
 
 
 # ------------------------------------------------------------------------------ weighted clipping
@@ -169,10 +181,16 @@ def test_update_of_an_empty_lot_is_noise_with_std_sigma_c_w_over_l(granularity):
     plan = make_plan(n_train=10**9, lot_size=3, noise_multiplier=2.0, clip_norm=3.0)  # q = 3e-9: empty lots
     before = [p.detach().clone() for p in aniso.params]
     stats_ = aniso_dpsgd_step(
-        step=1, aniso=aniso, optimizer=torch.optim.SGD(aniso.params, lr=1.0), physical_batch_size=None,
-        x=torch.randn(3, 300, dtype=torch.float64), y=torch.zeros(3, dtype=torch.long), plan=plan,
-        sampling_generator=torch.Generator().manual_seed(2), noise_generator=torch.Generator().manual_seed(3),
-    )  # fmt: skip
+        step=1,
+        aniso=aniso,
+        optimizer=torch.optim.SGD(aniso.params, lr=1.0),
+        physical_batch_size=None,
+        x=torch.randn(3, 300, dtype=torch.float64),
+        y=torch.zeros(3, dtype=torch.long),
+        plan=plan,
+        sampling_generator=torch.Generator().manual_seed(2),
+        noise_generator=torch.Generator().manual_seed(3),
+    )
     assert stats_.lot_size == 0 and stats_.clipped_fraction is None
     standardized = [
         ((p0 - p.detach()) * plan.lot_size / (plan.noise_std * w.expand_as(p))).flatten()
@@ -204,11 +222,17 @@ def test_weights_have_geometric_mean_one_and_stay_within_the_ratio():
 def test_the_weight_rule_takes_only_released_tensors_and_public_numbers():
     """By construction: `observe` (the only input of the rule) takes a release and σC, L of its step."""
     assert list(inspect.signature(ReleasedGradientWeights.observe).parameters) == [
-        "self", "released", "noise_std", "lot_size"
-    ]  # fmt: skip
+        "self",
+        "released",
+        "noise_std",
+        "lot_size",
+    ]
     assert list(inspect.signature(sensitivity_estimate).parameters) == [
-        "mean_square", "noise_variance", "sizes", "smoothing"
-    ]  # fmt: skip
+        "mean_square",
+        "noise_variance",
+        "sizes",
+        "smoothing",
+    ]
 
 
 @pytest.mark.parametrize("granularity", ["layer", "coordinate"])
@@ -236,9 +260,17 @@ def test_neighbouring_data_with_the_same_released_history_gets_the_same_weights(
 
         monkeypatch.setattr(aniso_module, "add_weighted_noise", noise)
         for step in range(1, 21):
-            aniso_dpsgd_step(step=step, aniso=aniso, optimizer=optimizer, x=data, y=y, plan=plan,
-                             physical_batch_size=None, sampling_generator=torch.Generator().manual_seed(step),
-                             noise_generator=torch.Generator().manual_seed(100 + step))  # fmt: skip
+            aniso_dpsgd_step(
+                step=step,
+                aniso=aniso,
+                optimizer=optimizer,
+                x=data,
+                y=y,
+                plan=plan,
+                physical_batch_size=None,
+                sampling_generator=torch.Generator().manual_seed(step),
+                noise_generator=torch.Generator().manual_seed(100 + step),
+            )
             seen.append([p.grad.clone() for p in aniso.params])
             history.append(aniso.weights.group_weights.clone())
         return seen, history
@@ -250,8 +282,12 @@ def test_neighbouring_data_with_the_same_released_history_gets_the_same_weights(
         torch.testing.assert_close(a, b, rtol=1e-9, atol=0)
     # and the same weights again from the releases alone, without any data
     replay = ReleasedGradientWeights(
-        AnisoDPSGD(BookKeepingClipper(build_model("mlp", n_features=6, n_classes=3, hidden=(5,)).double()),
-                   granularity=granularity).weights.layout, warmup=3)  # fmt: skip
+        AnisoDPSGD(
+            BookKeepingClipper(build_model("mlp", n_features=6, n_classes=3, hidden=(5,)).double()),
+            granularity=granularity,
+        ).weights.layout,
+        warmup=3,
+    )
     for release, expected in zip(releases, weights_x, strict=True):
         replay.observe(release, noise_std=plan.noise_std, lot_size=plan.lot_size)
         torch.testing.assert_close(replay.group_weights, expected, rtol=1e-12, atol=0)
@@ -304,11 +340,16 @@ def test_with_weights_one_a_step_is_dpsgd_exactly(digits):
     # an MLP with r = 1 (all weights 1), past the warm-up; and per coordinate during the warm-up (W = 1 there)
     mlp = dict(model="mlp", hidden=[16], lr=0.5)
     iso = run_steps(fast_spec(**mlp), 15, digits)
-    same = run_steps(fast_spec(**mlp, algorithm="aniso_dpsgd", aniso_max_ratio=1.0), 15, digits,
-                     streams_of=fast_spec(**mlp))  # fmt: skip
+    same = run_steps(
+        fast_spec(**mlp, algorithm="aniso_dpsgd", aniso_max_ratio=1.0), 15, digits, streams_of=fast_spec(**mlp)
+    )
     assert all(torch.equal(a, b) for a, b in zip(same, iso, strict=True))
-    coordinate = run_steps(fast_spec(**mlp, algorithm="aniso_dpsgd", aniso_granularity="coordinate"), 10, digits,
-                           streams_of=fast_spec(**mlp))  # fmt: skip
+    coordinate = run_steps(
+        fast_spec(**mlp, algorithm="aniso_dpsgd", aniso_granularity="coordinate"),
+        10,
+        digits,
+        streams_of=fast_spec(**mlp),
+    )
     for a, b in zip(coordinate, run_steps(fast_spec(**mlp), 10, digits), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)  # torch.func vs ghost norms: rounding only
     moved = run_steps(fast_spec(**mlp, algorithm="aniso_dpsgd"), 15, digits, streams_of=fast_spec(**mlp))
@@ -328,8 +369,16 @@ def test_physical_batches_do_not_change_the_step():
             sampling_generator=torch.Generator().manual_seed(2), noise_generator=torch.Generator().manual_seed(3)
         )
         for step in range(1, 6):
-            aniso_dpsgd_step(step=step, aniso=aniso, optimizer=optimizer, x=x, y=y, plan=make_plan(lot_size=20),
-                             physical_batch_size=physical, **streams)  # fmt: skip
+            aniso_dpsgd_step(
+                step=step,
+                aniso=aniso,
+                optimizer=optimizer,
+                x=x,
+                y=y,
+                plan=make_plan(lot_size=20),
+                physical_batch_size=physical,
+                **streams,
+            )
         results.append([p.detach() for p in aniso.params])
     for a, b in zip(*results, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
@@ -337,8 +386,9 @@ def test_physical_batches_do_not_change_the_step():
 
 @pytest.mark.parametrize("granularity", ["layer", "coordinate"])
 def test_a_digits_run_meets_its_budget_and_learns(digits, granularity):
-    spec = fast_spec(algorithm="aniso_dpsgd", model="mlp", hidden=[32], lr=0.5, epochs=10,
-                     aniso_granularity=granularity)  # fmt: skip
+    spec = fast_spec(
+        algorithm="aniso_dpsgd", model="mlp", hidden=[32], lr=0.5, epochs=10, aniso_granularity=granularity
+    )
     result = train(parse_spec(spec), dataset=digits)
     assert result.epsilon <= 3.0
     assert result.test_accuracy > 0.7  # chance: 0.1
@@ -361,9 +411,17 @@ def test_a_step_runs_on_the_machines_device_and_stays_there(granularity):
     x, y = torch.randn(40, 6, device=device), torch.randint(0, 3, (40,), device=device)
     optimizer = torch.optim.SGD(aniso.params, lr=0.1)
     for step in range(1, 6):
-        stats_ = aniso_dpsgd_step(step=step, aniso=aniso, optimizer=optimizer, x=x, y=y, plan=make_plan(lot_size=20),
-                                  physical_batch_size=None, sampling_generator=torch.Generator(device).manual_seed(1),
-                                  noise_generator=torch.Generator(device).manual_seed(2))  # fmt: skip
+        stats_ = aniso_dpsgd_step(
+            step=step,
+            aniso=aniso,
+            optimizer=optimizer,
+            x=x,
+            y=y,
+            plan=make_plan(lot_size=20),
+            physical_batch_size=None,
+            sampling_generator=torch.Generator(device).manual_seed(1),
+            noise_generator=torch.Generator(device).manual_seed(2),
+        )
     assert aniso.weights.group_weights.device.type == device.type
     assert stats_.lot_size > 0 and all(torch.isfinite(p).all() for p in aniso.params)
 

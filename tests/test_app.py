@@ -69,11 +69,15 @@ def test_train_page_shows_the_working_preset(home):
     assert form_spec(at) == fast_spec()
     [planned] = [spec for spec in chart_specs(at) if spec["layout"]["title"]["text"].startswith("Planned ε")]
     [curve] = planned["data"]
-    epsilons = np.frombuffer(base64.b64decode(curve["y"]["bdata"]), curve["y"]["dtype"]) if "bdata" in str(
-        curve["y"]) else np.asarray(curve["y"])  # fmt: skip
+    epsilons = (
+        np.frombuffer(base64.b64decode(curve["y"]["bdata"]), curve["y"]["dtype"])
+        if "bdata" in str(curve["y"])
+        else np.asarray(curve["y"])
+    )
     assert curve["x"][0] == 0 and curve["x"][-1] == 450  # the whole run, from its start
-    assert np.all(np.diff(epsilons) >= 0) and epsilons[-1] == pytest.approx(float(shown["ε after training (RDP)"]),
-                                                                            abs=5e-4)  # fmt: skip
+    assert np.all(np.diff(epsilons) >= 0) and epsilons[-1] == pytest.approx(
+        float(shown["ε after training (RDP)"]), abs=5e-4
+    )
 
 
 def test_every_widget_explains_itself_in_a_tooltip(home):
@@ -328,9 +332,24 @@ def test_live_chart_shows_only_epsilon_already_spent():
     from cache import RunRecord
 
     frame = pd.DataFrame({"step": [0, 5, 10, 20], "epsilon": [0, 0.5, 0.8, None], "epsilon_pld": [None, 0.4, 0.7, 1.1]})
-    run = RunRecord(id="r", cache_key="k", spec={}, engine_version="t", status=RunStatus.RUNNING, created_at=0,
-                    started_at=0, finished_at=None, heartbeat_at=0, worker="w", total_steps=20, progress_step=10,
-                    plan=None, result=None, error=None, cancel_requested=False)  # fmt: skip
+    run = RunRecord(
+        id="r",
+        cache_key="k",
+        spec={},
+        engine_version="t",
+        status=RunStatus.RUNNING,
+        created_at=0,
+        started_at=0,
+        finished_at=None,
+        heartbeat_at=0,
+        worker="w",
+        total_steps=20,
+        progress_step=10,
+        plan=None,
+        result=None,
+        error=None,
+        cancel_requested=False,
+    )
     shown = spent_so_far(frame, run)
     assert shown["epsilon_pld"].tolist()[1:3] == [0.4, 0.7] and pd.isna(shown["epsilon_pld"].iloc[3])
     assert frame["epsilon_pld"].iloc[3] == 1.1  # the input is not modified
@@ -341,8 +360,15 @@ def test_diagnostics_figure_draws_the_quantile_band_in_the_run_colour():
 
     from app.charts import private_diagnostics_figure, run_color, thin
 
-    frame = pd.DataFrame({"step": [1, 2, 3], "grad_norm_p10": [0.5, 0.4, 0.3], "grad_norm_p50": [1.0, 0.9, 0.8],
-                          "grad_norm_p90": [2.0, 1.8, 1.5], "clip_fraction": [0.6, 0.5, 0.4]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "step": [1, 2, 3],
+            "grad_norm_p10": [0.5, 0.4, 0.3],
+            "grad_norm_p50": [1.0, 0.9, 0.8],
+            "grad_norm_p90": [2.0, 1.8, 1.5],
+            "clip_fraction": [0.6, 0.5, 0.4],
+        }
+    )
     color = run_color("abc")
     fig = private_diagnostics_figure(frame, color=color, total_steps=10, clip_norm=1.0)
     traces = {t.name: t for t in fig.data}
@@ -366,8 +392,11 @@ def test_a_textbook_learner_shows_its_mechanism_parameter_and_launches(home, sto
     assert not [w for w in at.select_slider if w.key in ("train_lot_size", "train_clip_norm")]
     plan = plan_spec(parse_spec(form_spec(at)))
     (name, value), *_ = plan.learner_parameters
-    label = {"expmech_epsilon": "ε of the exponential mechanism", "query_epsilon": "ε per statistical query",
-             "eta": "Learning rate η"}[name]  # fmt: skip
+    label = {
+        "expmech_epsilon": "ε of the exponential mechanism",
+        "query_epsilon": "ε per statistical query",
+        "eta": "Learning rate η",
+    }[name]
     assert metrics(at)[label] == f"{value:.4g}"
     at.button(key="train").click().run()
     assert not at.exception, at.exception

@@ -28,8 +28,11 @@ def chunked(text: str, cuts: list[int]) -> list[str]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(values=st.lists(JSON, max_size=6), cuts=st.lists(st.integers(min_value=0), max_size=12),
-       indent=st.sampled_from([None, 0, 2]))  # fmt: skip
+@given(
+    values=st.lists(JSON, max_size=6),
+    cuts=st.lists(st.integers(min_value=0), max_size=12),
+    indent=st.sampled_from([None, 0, 2]),
+)
 def test_a_json_array_decodes_the_same_however_its_text_is_cut(values, cuts, indent):
     text = json.dumps(values, indent=indent)
     assert list(json_array(iter(chunked(text, cuts)), where="runs.json")) == json.loads(text)
@@ -65,8 +68,10 @@ def test_an_element_larger_than_the_limit_is_refused_without_reading_on(monkeypa
 
 def test_metric_lines_are_bounded():
     assert list(_lines(iter(["step,name,value\n0,a,1", "\n1,a,2\n"]), where="m")) == [
-        "step,name,value", "0,a,1", "1,a,2"
-    ]  # fmt: skip
+        "step,name,value",
+        "0,a,1",
+        "1,a,2",
+    ]
     with pytest.raises(ArchiveError, match=f"longer than {MAX_METRIC_LINE} characters"):
         list(_lines(iter(["0,a,", "9" * (MAX_METRIC_LINE + 1)]), where="m"))
 
@@ -79,8 +84,12 @@ def test_imports_made_before_the_trust_choice_stop_answering_submissions(tmp_pat
         for number, migration in enumerate(MIGRATIONS[:3]):
             db.executescript(migration)
             db.execute(f"PRAGMA user_version={number + 1}")
-        rows = [("a", "0" * 64, 1), ("b", "0.1.0:" + "1" * 64, 1), ("c", "unverified:" + "2" * 64, 1),
-                ("d", "3" * 64, 0)]  # fmt: skip
+        rows = [
+            ("a", "0" * 64, 1),
+            ("b", "0.1.0:" + "1" * 64, 1),
+            ("c", "unverified:" + "2" * 64, 1),
+            ("d", "3" * 64, 0),
+        ]
         for run_id, key, imported in rows:
             db.execute(
                 "INSERT INTO runs (id, cache_key, spec_json, engine_version, status, created_at, imported)"
@@ -90,6 +99,5 @@ def test_imports_made_before_the_trust_choice_stop_answering_submissions(tmp_pat
         db.commit()
     store = Store(path)
     keys = {r: store.get_run(r).cache_key for r in "abcd"}
-    assert keys == {"a": "imported:" + "0" * 64, "b": "0.1.0:" + "1" * 64, "c": "unverified:" + "2" * 64,
-                    "d": "3" * 64}  # fmt: skip
+    assert keys == {"a": "imported:" + "0" * 64, "b": "0.1.0:" + "1" * 64, "c": "unverified:" + "2" * 64, "d": "3" * 64}
     assert store.answering_run("0" * 64) is None and store.answering_run("3" * 64) is not None

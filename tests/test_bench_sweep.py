@@ -6,8 +6,9 @@ from engine.training import load_dataset
 
 
 def test_the_sweep_suite_records_each_mode_and_its_ratios(monkeypatch):
-    monkeypatch.setattr(sweep, "QUICK", sweep.Settings(members=2, epochs=0.1, repetitions=1, models=("logreg",),
-                                                       test_examples=100))  # fmt: skip
+    monkeypatch.setattr(
+        sweep, "QUICK", sweep.Settings(members=2, epochs=0.1, repetitions=1, models=("logreg",), test_examples=100)
+    )
     monkeypatch.setattr(sweep, "_dataset", lambda: ("digits", load_dataset("digits", [])))
     grid = sweep.grid
     monkeypatch.setattr(sweep, "grid", lambda k: [(5.0 + s, c) for s, c in grid(k)])  # large σ: cheap final PLD
@@ -15,8 +16,10 @@ def test_the_sweep_suite_records_each_mode_and_its_ratios(monkeypatch):
     by_name = {r["name"]: r for r in records}
     prefix = "sweep logreg digits K=2 (1 steps, 100 test examples, "  # lots of 256 of 1,438: one step
     for part in ("loop", "end to end"):
-        times = {mode: next(r for n, r in by_name.items() if n.startswith(prefix) and n.endswith(f"{mode}, {part}"))
-                 for mode in ("one run", "sequential", "stack")}  # fmt: skip
+        times = {
+            mode: next(r for n, r in by_name.items() if n.startswith(prefix) and n.endswith(f"{mode}, {part}"))
+            for mode in ("one run", "sequential", "stack")
+        }
         assert all(r["unit"] == "s" and r["value"] > 0 for r in times.values())
         speedup = next(r for n, r in by_name.items() if n.endswith(f"speed-up of the stack over sequential, {part}"))
         assert (speedup["numerator"], speedup["denominator"], speedup["unit"]) == ("sequential", "stack", "x")

@@ -11,22 +11,45 @@ from engine.privacy import SIGMA_MAX, final_epsilon
 from engine.training import TrainResult, dataset_info, parse_spec, plan_run
 
 N_DIGITS = dataset_info("digits").n_train
-DIGITS = {"dataset": "digits", "model": "logreg", "algorithm": "dpsgd", "delta": 1e-5, "clip_norm": 1.0,
-          "lot_size": 64, "lr": 2.0, "seed": 0}  # fmt: skip
+DIGITS = {
+    "dataset": "digits",
+    "model": "logreg",
+    "algorithm": "dpsgd",
+    "delta": 1e-5,
+    "clip_norm": 1.0,
+    "lot_size": 64,
+    "lr": 2.0,
+    "seed": 0,
+}
 
 
 def result(accuracy: float, epsilon: float | None) -> TrainResult:
     return TrainResult(
-        algorithm="dpsgd", private=epsilon is not None, test_accuracy=accuracy, test_loss=0.3, epsilon=epsilon,
-        delta=1e-5, noise_multiplier=1.0, sampling_rate=0.01, steps=100, planned_steps=100,
-        accountant="pld" if epsilon is not None else None, epsilons={"pld": epsilon} if epsilon else {},
-        best_order=None, order_at_edge=False, privacy_statement="", stopped_early=False, seconds=1.5, device="cpu",
-    )  # fmt: skip
+        algorithm="dpsgd",
+        private=epsilon is not None,
+        test_accuracy=accuracy,
+        test_loss=0.3,
+        epsilon=epsilon,
+        delta=1e-5,
+        noise_multiplier=1.0,
+        sampling_rate=0.01,
+        steps=100,
+        planned_steps=100,
+        accountant="pld" if epsilon is not None else None,
+        epsilons={"pld": epsilon} if epsilon else {},
+        best_order=None,
+        order_at_edge=False,
+        privacy_statement="",
+        stopped_early=False,
+        seconds=1.5,
+        device="cpu",
+    )
 
 
 def test_fill_trains_the_most_steps_the_budget_allows():
-    spec, plan, budget = fill({**DIGITS, "noise_multiplier": 1.0}, target_epsilon=2.0, max_epochs=1000,
-                              n_train=N_DIGITS)  # fmt: skip
+    spec, plan, budget = fill(
+        {**DIGITS, "noise_multiplier": 1.0}, target_epsilon=2.0, max_epochs=1000, n_train=N_DIGITS
+    )
     assert not budget.capped and budget.epochs == spec["epochs"] == budget.epochs_within_budget
     longer = plan_run(parse_spec({**spec, "epochs": 1000}), n_train=N_DIGITS)
     epsilon = final_epsilon(plan.ledger(), delta=1e-5, accountant_name=budget.accountant)
@@ -35,8 +58,7 @@ def test_fill_trains_the_most_steps_the_budget_allows():
 
 
 def test_fill_caps_the_epochs():
-    spec, _, budget = fill({**DIGITS, "noise_multiplier": 1.0}, target_epsilon=2.0, max_epochs=0.5,
-                              n_train=N_DIGITS)  # fmt: skip
+    spec, _, budget = fill({**DIGITS, "noise_multiplier": 1.0}, target_epsilon=2.0, max_epochs=0.5, n_train=N_DIGITS)
     assert budget.capped and spec["epochs"] == pytest.approx(0.5, abs=64 / N_DIGITS)
     assert budget.epochs_within_budget > 0.5
 
@@ -63,8 +85,9 @@ def test_target_needs_accuracy_and_the_budget():
 
 
 def test_records_and_summary():
-    item = Run(name="t", source="test", spec={**DIGITS, "epochs": 3}, target_accuracy=0.9, target_epsilon=1.0,
-               tuned=True)  # fmt: skip
+    item = Run(
+        name="t", source="test", spec={**DIGITS, "epochs": 3}, target_accuracy=0.9, target_epsilon=1.0, tuned=True
+    )
     records = run_records(item, item.spec, result(0.95, 0.8), budget=None, planning_s=0.1, check_target=True)
     by_name = {r["name"]: r for r in records}
     accuracy = by_name["utility/t/test_accuracy"]

@@ -15,8 +15,17 @@ def test_train_prints_result_json_and_caches(home, tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(fast_spec()))
     first = last_json(cli(home, "train", str(spec)))
-    for key in ("test_accuracy", "test_loss", "epsilon", "delta", "noise_multiplier", "steps", "accountant",
-                "seconds", "cached"):  # fmt: skip
+    for key in (
+        "test_accuracy",
+        "test_loss",
+        "epsilon",
+        "delta",
+        "noise_multiplier",
+        "steps",
+        "accountant",
+        "seconds",
+        "cached",
+    ):
         assert key in first
     assert first["cached"] is False and first["test_accuracy"] >= 0.85 and first["epsilon"] <= 3.0
     second = last_json(cli(home, "train", str(spec)))
@@ -57,23 +66,52 @@ def test_epsilon_by_one_accountant_or_all_of_them(home):
     assert set(everything["epsilons"]) == {"rdp", "pld", "naive", "advanced"} and "zcdp" in everything["not_applicable"]
     assert everything["epsilon"] == min(everything["epsilons"].values())
     # --dataset-size/--lot-size/--epochs describe the same run: q = 600/60,000, T = 10 / q = 1000 steps.
-    same = last_json(cli(home, "epsilon", "--dataset-size", "60000", "--lot-size", "600", "--epochs", "10",
-                         "--noise-multiplier", "1.1", "--delta", "1e-5"))  # fmt: skip
+    same = last_json(
+        cli(
+            home,
+            "epsilon",
+            "--dataset-size",
+            "60000",
+            "--lot-size",
+            "600",
+            "--epochs",
+            "10",
+            "--noise-multiplier",
+            "1.1",
+            "--delta",
+            "1e-5",
+        )
+    )
     assert (same["steps"], same["epsilon"]) == (1000, tightest["epsilon"])
 
 
 @pytest.mark.slow
 def test_calibrate_meets_the_target_by_the_accountant_it_names(home):
-    out = last_json(cli(home, "calibrate", "--epsilon", "2", "--delta", "1e-5", "--sampling-rate", "0.01",
-                        "--steps", "1000"))  # fmt: skip
+    out = last_json(
+        cli(home, "calibrate", "--epsilon", "2", "--delta", "1e-5", "--sampling-rate", "0.01", "--steps", "1000")
+    )
     sigma = out["noise_multiplier"]
     event = dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(0.01, dp_event.GaussianDpEvent(sigma)), 1000)
     assert out["accountant"] == "pld"
     spent = PLDAccountant(value_discretization_interval=1e-4).compose(event).get_epsilon(1e-5)
     assert 0.98 * 2.0 <= spent <= 1.01 * 2.0  # the target, spent (the CLI's PLD is within 1% of the fine grid)
     assert RdpAccountant().compose(event).get_epsilon(1e-5) > 2.0  # PLD allows less noise than RDP would
-    by_rdp = last_json(cli(home, "calibrate", "--epsilon", "2", "--delta", "1e-5", "--sampling-rate", "0.01",
-                           "--steps", "1000", "--accountant", "rdp"))  # fmt: skip
+    by_rdp = last_json(
+        cli(
+            home,
+            "calibrate",
+            "--epsilon",
+            "2",
+            "--delta",
+            "1e-5",
+            "--sampling-rate",
+            "0.01",
+            "--steps",
+            "1000",
+            "--accountant",
+            "rdp",
+        )
+    )
     assert by_rdp["noise_multiplier"] > sigma
 
 
@@ -98,8 +136,19 @@ def test_bad_specs_exit_2_with_a_named_error(home, tmp_path, content, message):
 
 
 def test_unreachable_calibration_is_an_error_not_garbage(home):
-    proc = cli(home, "calibrate", "--epsilon", "0.01", "--delta", "1e-9", "--sampling-rate", "1", "--steps", "100000",
-               check=False)  # fmt: skip
+    proc = cli(
+        home,
+        "calibrate",
+        "--epsilon",
+        "0.01",
+        "--delta",
+        "1e-9",
+        "--sampling-rate",
+        "1",
+        "--steps",
+        "100000",
+        check=False,
+    )
     assert proc.returncode == 2 and "unreachable" in proc.stderr
 
 
@@ -107,8 +156,21 @@ def test_unreachable_calibration_is_an_error_not_garbage(home):
 def test_algorithms_and_datasets_are_listed_with_description_and_source(home):
     algorithms = last_json(cli(home, "algorithms", "--json"))
     by_name = {a["name"]: a for a in algorithms}
-    for name in ("dpsgd", "noisy_gd", "nonprivate", "aniso_dpsgd", "expmech_stumps", "sq_laplace", "rwm_online",
-                 "rwm_linear", "dp_pca", "logreg", "mlp", "cnn", "adam"):  # fmt: skip
+    for name in (
+        "dpsgd",
+        "noisy_gd",
+        "nonprivate",
+        "aniso_dpsgd",
+        "expmech_stumps",
+        "sq_laplace",
+        "rwm_online",
+        "rwm_linear",
+        "dp_pca",
+        "logreg",
+        "mlp",
+        "cnn",
+        "adam",
+    ):
         assert name in by_name and by_name[name]["description"], name
     for name, seed in [("aniso_dpsgd", "seed 002"), ("expmech_stumps", "seed 004"), ("rwm_linear", "seed 004")]:
         assert seed in by_name[name]["source"] and by_name[name]["keys"], name
@@ -122,8 +184,19 @@ def test_algorithms_and_datasets_are_listed_with_description_and_source(home):
 @pytest.mark.slow
 def test_nonprivate_run_from_the_cli_reports_no_epsilon(home, tmp_path):
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"dataset": "digits", "model": "logreg", "algorithm": "nonprivate", "lot_size": 64,
-                                "epochs": 3, "lr": 0.5, "seed": 0}))  # fmt: skip
+    spec.write_text(
+        json.dumps(
+            {
+                "dataset": "digits",
+                "model": "logreg",
+                "algorithm": "nonprivate",
+                "lot_size": 64,
+                "epochs": 3,
+                "lr": 0.5,
+                "seed": 0,
+            }
+        )
+    )
     result = last_json(cli(home, "train", str(spec), "--quiet"))
     assert result["epsilon"] is None and result["private"] is False and result["test_accuracy"] > 0.9
     assert "ε=∞" in cli(home, "runs").stdout
@@ -141,5 +214,7 @@ def test_sweep_says_how_many_runs_train_in_vectorized_stacks(home, tmp_path, mon
     grid = tmp_path / "grid.json"
     grid.write_text(json.dumps({"base": fast_spec(epochs=1), "grid": {"target_epsilon": [1.0, 2.0, 4.0]}}))
     line = cli(home, "sweep", str(grid)).stdout.strip()
-    assert line.endswith(": 3 runs (3 queued, 0 cached, 0 already queued); 3 of the queued runs in 1 vectorized "
-                         "stack (at most 8 runs each)"), line  # fmt: skip
+    assert line.endswith(
+        ": 3 runs (3 queued, 0 cached, 0 already queued); 3 of the queued runs in 1 vectorized "
+        "stack (at most 8 runs each)"
+    ), line

@@ -71,8 +71,14 @@ def test_the_example_schema_parses_and_round_trips():
     assert parsed.numeric == (("age", 17.0, 90.0), ("hours-per-week", 1.0, 99.0))
     assert parsed.categorical == (("sex", ("Female", "Male")), ("workclass", ("Private", "State-gov")))
     assert parsed.n_features == 6 and parsed.test_fraction == 0.2
-    assert parsed.feature_names == ["age", "hours-per-week", "sex=Female", "sex=Male", "workclass=Private",
-                                    "workclass=State-gov"]  # fmt: skip
+    assert parsed.feature_names == [
+        "age",
+        "hours-per-week",
+        "sex=Female",
+        "sex=Male",
+        "workclass=Private",
+        "workclass=State-gov",
+    ]
     assert parse_csv_schema(json.loads(json.dumps(parsed.to_dict()))) == parsed
     without_fraction = {k: v for k, v in SCHEMA.items() if k != "test_fraction"}
     assert parse_csv_schema(without_fraction).test_fraction == 0.2
@@ -273,8 +279,10 @@ def test_bad_cells_name_file_line_and_column(tmp_path, row, message):
 
 
 def test_infer_suggests_numeric_and_categorical_columns_without_bounds(tmp_path):
-    rows = [f"{20 + i},{'Private' if i % 2 else 'State-gov'},Male,{i % 7 + 1},note {i},{'>50K' if i % 2 else '<=50K'}"
-            for i in range(30)]  # fmt: skip
+    rows = [
+        f"{20 + i},{'Private' if i % 2 else 'State-gov'},Male,{i % 7 + 1},note {i},{'>50K' if i % 2 else '<=50K'}"
+        for i in range(30)
+    ]
     rows.append("55,,Female,3,,<=50K")
     suggestion = infer_csv_schema(upload(tmp_path, rows), "income")
     assert suggestion == {

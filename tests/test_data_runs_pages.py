@@ -88,9 +88,13 @@ def test_a_csv_goes_from_upload_through_its_schema_to_a_saved_dataset(home, stor
     assert label == "People (synthetic)" and dataset.startswith("csv:")
     path = Path(dataset.removeprefix("csv:"))
     assert path.parent == (home / "uploads").resolve() and path.read_bytes() == data
-    assert schema == {"target": "label", "classes": ["no", "yes"],
-                      "numeric": {"age": [17.0, 100.0], "income": [0.0, 250_000.0]},
-                      "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
+    assert schema == {
+        "target": "label",
+        "classes": ["no", "yes"],
+        "numeric": {"age": [17.0, 100.0], "income": [0.0, 250_000.0]},
+        "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
+        "test_fraction": 0.25,
+    }
     row = table_with(at, "available").set_index("dataset").loc[dataset]
     assert (row["train"], row["test"], row["features"], row["classes"]) == (150, 50, 5, 2)
     assert row["available"] == "your upload"
@@ -110,10 +114,16 @@ def test_a_csv_goes_from_upload_through_its_schema_to_a_saved_dataset(home, stor
 
 
 def test_a_saved_upload_is_offered_on_the_train_page_and_trains_with_its_schema(home, store):
-    schema = {"target": "label", "classes": ["no", "yes"], "numeric": {"age": [17, 100], "income": [0, 250_000]},
-              "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
-    saved = data_upload.save_upload(home, file_name="people.csv", data=synthetic_csv(), raw_schema=schema,
-                                    label="People (synthetic)")  # fmt: skip
+    schema = {
+        "target": "label",
+        "classes": ["no", "yes"],
+        "numeric": {"age": [17, 100], "income": [0, 250_000]},
+        "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
+        "test_fraction": 0.25,
+    }
+    saved = data_upload.save_upload(
+        home, file_name="people.csv", data=synthetic_csv(), raw_schema=schema, label="People (synthetic)"
+    )
     at = open_page("train")
     options = at.selectbox(key="train_dataset").options
     assert "People (synthetic) (your upload)" in options
@@ -222,7 +232,12 @@ def test_runs_page_counts_filters_and_opens_a_failed_run(home, store):
     queued = queued_run(store, seed=5)
     at = open_page("runs")
     assert {k: metrics(at)[k] for k in ("queued", "running", "finished", "failed", "cancelled")} == {
-        "queued": "1", "running": "0", "finished": "1", "failed": "1", "cancelled": "0"}  # fmt: skip
+        "queued": "1",
+        "running": "0",
+        "finished": "1",
+        "failed": "1",
+        "cancelled": "0",
+    }
     assert set(table_with(at, "status")["run"]) == {done, failed, queued}
     assert any(queued in m.value and "#1 in the queue" in m.value for m in at.markdown)
 
@@ -366,13 +381,26 @@ def test_a_malformed_archive_is_explained_and_changes_nothing(home, store, tmp_p
     assert [(r.id, r.status) for r in store.list_runs()] == before == [(here, RunStatus.FAILED)]
 
 
-WIDGET_KINDS = ("selectbox", "multiselect", "checkbox", "number_input", "text_input", "text_area", "button",
-                "file_uploader", "download_button")  # fmt: skip
+WIDGET_KINDS = (
+    "selectbox",
+    "multiselect",
+    "checkbox",
+    "number_input",
+    "text_input",
+    "text_area",
+    "button",
+    "file_uploader",
+    "download_button",
+)
 
 
 def own_widgets(at: AppTest) -> list:
-    return [w for kind in WIDGET_KINDS for w in getattr(at, kind)
-            if (w.key or "").startswith(("data_", "runs_", "open_run"))]  # fmt: skip
+    return [
+        w
+        for kind in WIDGET_KINDS
+        for w in getattr(at, kind)
+        if (w.key or "").startswith(("data_", "runs_", "open_run"))
+    ]
 
 
 def test_every_widget_of_both_pages_explains_itself_in_a_tooltip(home, store):
@@ -385,7 +413,16 @@ def test_every_widget_of_both_pages_explains_itself_in_a_tooltip(home, store):
     runs.button(key="runs_export_prepare").click().run()
     widgets = own_widgets(at) + own_widgets(runs)
     kinds = {w.type for w in widgets}
-    assert {"selectbox", "number_input", "text_area", "text_input", "button", "file_uploader", "multiselect",
-            "checkbox", "download_button"} <= kinds, kinds  # fmt: skip
+    assert {
+        "selectbox",
+        "number_input",
+        "text_area",
+        "text_input",
+        "button",
+        "file_uploader",
+        "multiselect",
+        "checkbox",
+        "download_button",
+    } <= kinds, kinds
     for widget in widgets:
         assert widget.help and len(widget.help) > 20, f"{widget.key!r} has no tooltip"

@@ -120,8 +120,9 @@ def test_missing_file_says_where_it_looked(tmp_path):
 
 def test_download_falls_back_to_a_mirror(tmp_path):
     good = write_remote(tmp_path, (ADULT_ROW + "\n").encode())
-    remote = RemoteFile(relpath=good.relpath, sha256=good.sha256,
-                        urls=((tmp_path / "missing" / "adult.data").as_uri(), *good.urls))  # fmt: skip
+    remote = RemoteFile(
+        relpath=good.relpath, sha256=good.sha256, urls=((tmp_path / "missing" / "adult.data").as_uri(), *good.urls)
+    )
     assert find_file(remote, [tmp_path / "home"]).read_text().startswith("39,")
 
 

@@ -64,8 +64,17 @@ def assert_normal_with_std(sample: np.ndarray, std: float) -> None:
 
 
 def make_plan(**overrides) -> TrainingPlan:
-    values = dict(algorithm=Algorithm.DPSGD, n_train=40, lot_size=40, noise_multiplier=1.3, clip_norm=0.7, steps=10,
-                  delta=1e-5, noise_phases=((1.0, 10),), clipping="flat")  # fmt: skip
+    values = dict(
+        algorithm=Algorithm.DPSGD,
+        n_train=40,
+        lot_size=40,
+        noise_multiplier=1.3,
+        clip_norm=0.7,
+        steps=10,
+        delta=1e-5,
+        noise_phases=((1.0, 10),),
+        clipping="flat",
+    )
     values.update(overrides)
     return TrainingPlan(**values)
 
@@ -83,9 +92,16 @@ def test_step_is_clipped_sum_plus_noise_over_expected_lot_size():
     noise = add_gaussian_noise([torch.zeros_like(g) for g in expected_sum], plan.noise_std, replay)
     lr = 0.3
     stats_ = dpsgd_step(
-        step=1, clipper=clipper, optimizer=torch.optim.SGD(clipper.params, lr=lr), x=x, y=y, plan=plan,
-        physical_batch_size=None, sampling_generator=torch.Generator().manual_seed(1), noise_generator=noise_generator,
-    )  # fmt: skip
+        step=1,
+        clipper=clipper,
+        optimizer=torch.optim.SGD(clipper.params, lr=lr),
+        x=x,
+        y=y,
+        plan=plan,
+        physical_batch_size=None,
+        sampling_generator=torch.Generator().manual_seed(1),
+        noise_generator=noise_generator,
+    )
     assert stats_.lot_size == 40
     for p, p0, g, z in zip(clipper.params, before, expected_sum, noise, strict=True):
         torch.testing.assert_close(p.detach(), p0 - lr * (g + z) / plan.lot_size, rtol=1e-12, atol=1e-12)
@@ -100,10 +116,16 @@ def test_update_of_an_empty_lot_is_pure_noise_with_std_sigma_c_over_l():
     # q = 1e-9 over 3 rows: the lot is empty except with probability 3e-9.
     plan = make_plan(n_train=10**9, lot_size=1, noise_multiplier=2.0, clip_norm=3.0)
     stats_ = dpsgd_step(
-        step=1, clipper=clipper, optimizer=torch.optim.SGD(clipper.params, lr=1.0), physical_batch_size=None,
-        x=torch.randn(3, 400, dtype=torch.float64), y=torch.zeros(3, dtype=torch.long), plan=plan,
-        sampling_generator=torch.Generator().manual_seed(2), noise_generator=torch.Generator().manual_seed(3),
-    )  # fmt: skip
+        step=1,
+        clipper=clipper,
+        optimizer=torch.optim.SGD(clipper.params, lr=1.0),
+        physical_batch_size=None,
+        x=torch.randn(3, 400, dtype=torch.float64),
+        y=torch.zeros(3, dtype=torch.long),
+        plan=plan,
+        sampling_generator=torch.Generator().manual_seed(2),
+        noise_generator=torch.Generator().manual_seed(3),
+    )
     assert stats_.lot_size == 0
     update = torch.cat([p.detach().flatten() for p in clipper.params]).numpy()
     assert_normal_with_std(-update, plan.noise_std / plan.lot_size)

@@ -36,8 +36,13 @@ from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
 from tests.helpers import fast_spec, synthetic_csv
 
-SCHEMA = {"target": "label", "classes": ["no", "yes"], "numeric": {"age": [17, 100], "income": [0, 250_000]},
-          "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
+SCHEMA = {
+    "target": "label",
+    "classes": ["no", "yes"],
+    "numeric": {"age": [17, 100], "income": [0, 250_000]},
+    "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
+    "test_fraction": 0.25,
+}
 OPTIMISTIC_GRID = 1e-3  # the lower bound's discretization: coarser only lowers it further (it stays a lower bound)
 LOWER_BOUND_POINTS = 3  # steps at which the true ε is bounded from below (the last is the final step)
 
@@ -63,8 +68,12 @@ def single_specs(csv: data_upload.SavedUpload) -> list[dict]:
         digits(),
         *(digits(target_epsilon=None, noise_multiplier=sigma) for sigma in (0.6, 1.0, 4.0)),
         digits(epochs=3, noise_schedule={"kind": "step", "factor": 0.6, "every_epochs": 1}),
-        digits(epochs=3, target_epsilon=None, noise_multiplier=1.0,
-               noise_schedule={"kind": "step", "factor": 0.6, "every_epochs": 1}),
+        digits(
+            epochs=3,
+            target_epsilon=None,
+            noise_multiplier=1.0,
+            noise_schedule={"kind": "step", "factor": 0.6, "every_epochs": 1},
+        ),
         digits(clip_schedule={"kind": "linear", "end_factor": 0.5, "epochs": 2}),
         digits(pca_dims=20, pca_noise=4.0),
         digits(target_epsilon=None, noise_multiplier=1.0, pca_dims=20, pca_noise=7.0),
@@ -80,15 +89,17 @@ def single_specs(csv: data_upload.SavedUpload) -> list[dict]:
         binary(csv, "rwm_online"),
         binary(csv, "rwm_linear"),
         binary(csv, "nonprivate", lot_size=32, delta=None, target_epsilon=None, clip_norm=None),
-    ]  # fmt: skip
+    ]
 
 
 def stack_grids() -> list[dict]:
     return [
         {"base": digits(), "grid": {"lr": [0.5, 1.0, 1.5]}},
-        {"base": digits(target_epsilon=None, noise_multiplier=1.0, pca_dims=20, pca_noise=4.0),
-         "grid": {"noise_multiplier": [0.8, 1.0, 1.5]}},
-    ]  # fmt: skip
+        {
+            "base": digits(target_epsilon=None, noise_multiplier=1.0, pca_dims=20, pca_noise=4.0),
+            "grid": {"noise_multiplier": [0.8, 1.0, 1.5]},
+        },
+    ]
 
 
 def train_and_cancel_midway(store: Store) -> str:
@@ -107,8 +118,9 @@ def train_and_cancel_midway(store: Store) -> str:
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory) -> tuple[Store, list[RunRecord]]:
     home = tmp_path_factory.mktemp("audit") / "home"
-    upload = data_upload.save_upload(home, file_name="people.csv", data=synthetic_csv(rows=600), raw_schema=SCHEMA,
-                                     label="People")  # fmt: skip
+    upload = data_upload.save_upload(
+        home, file_name="people.csv", data=synthetic_csv(rows=600), raw_schema=SCHEMA, label="People"
+    )
     store = Store(home / "runs.sqlite3")
     cancelled = train_and_cancel_midway(store)  # first, alone in the queue
     for spec in single_specs(upload):
@@ -147,13 +159,17 @@ def mechanism(run: RunRecord) -> tuple[list, list[tuple], bool]:
         upfront.append(dp_event.LaplaceDpEvent(1.0 / plan["count_epsilon"]))
     if algorithm in ("dpsgd", "aniso_dpsgd"):
         q = plan["sampling_rate"]
-        return upfront, [(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(s)), n)
-                         for s, n in phase_sigmas(plan)], True  # fmt: skip
+        return (
+            upfront,
+            [(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(s)), n) for s, n in phase_sigmas(plan)],
+            True,
+        )
     if algorithm == "noisy_gd":
         return upfront, [(dp_event.GaussianDpEvent(s), n) for s, n in phase_sigmas(plan)], True
     if algorithm == "sq_laplace":
-        step = dp_event.SelfComposedDpEvent(dp_event.LaplaceDpEvent(plan["laplace_scale"]),
-                                            int(plan["queries_per_iteration"]))  # fmt: skip
+        step = dp_event.SelfComposedDpEvent(
+            dp_event.LaplaceDpEvent(plan["laplace_scale"]), int(plan["queries_per_iteration"])
+        )
         return upfront, [(step, plan["steps"])], True
     if algorithm == "expmech_stumps":
         return upfront, [(PureEpsilon(plan["expmech_epsilon"]), 1)], False
@@ -195,27 +211,39 @@ def rdp_epsilons(run: RunRecord, steps: list[int]) -> dict[int, float]:
 
 def optimistic_pld(event: dp_event.DpEvent) -> pld_lib.PrivacyLossDistribution:
     if isinstance(event, dp_event.PoissonSampledDpEvent):
-        return pld_lib.from_gaussian_mechanism(event.event.noise_multiplier, sampling_prob=event.sampling_probability,
-                                               pessimistic_estimate=False, use_connect_dots=False,
-                                               value_discretization_interval=OPTIMISTIC_GRID)  # fmt: skip
+        return pld_lib.from_gaussian_mechanism(
+            event.event.noise_multiplier,
+            sampling_prob=event.sampling_probability,
+            pessimistic_estimate=False,
+            use_connect_dots=False,
+            value_discretization_interval=OPTIMISTIC_GRID,
+        )
     if isinstance(event, dp_event.GaussianDpEvent):
-        return pld_lib.from_gaussian_mechanism(event.noise_multiplier, pessimistic_estimate=False,
-                                               use_connect_dots=False,
-                                               value_discretization_interval=OPTIMISTIC_GRID)  # fmt: skip
+        return pld_lib.from_gaussian_mechanism(
+            event.noise_multiplier,
+            pessimistic_estimate=False,
+            use_connect_dots=False,
+            value_discretization_interval=OPTIMISTIC_GRID,
+        )
     if isinstance(event, dp_event.LaplaceDpEvent):
-        return pld_lib.from_laplace_mechanism(event.noise_multiplier, pessimistic_estimate=False,
-                                              use_connect_dots=False,
-                                              value_discretization_interval=OPTIMISTIC_GRID)  # fmt: skip
+        return pld_lib.from_laplace_mechanism(
+            event.noise_multiplier,
+            pessimistic_estimate=False,
+            use_connect_dots=False,
+            value_discretization_interval=OPTIMISTIC_GRID,
+        )
     if isinstance(event, dp_event.SelfComposedDpEvent):
         return optimistic_pld(event.event).self_compose(event.count)
     if isinstance(event, PureEpsilon):  # the worst case of an ε-DP mechanism: randomized response
-        return pld_lib.from_privacy_parameters(common.DifferentialPrivacyParameters(event.epsilon, 0.0),
-                                               value_discretization_interval=event.epsilon / 1000)  # fmt: skip
+        return pld_lib.from_privacy_parameters(
+            common.DifferentialPrivacyParameters(event.epsilon, 0.0), value_discretization_interval=event.epsilon / 1000
+        )
     raise AssertionError(f"no PLD for {event}")
 
 
-def lower_bound(upfront: list[dp_event.DpEvent], phases: list[tuple[dp_event.DpEvent, int]], t: int,
-                delta: float) -> float:  # fmt: skip
+def lower_bound(
+    upfront: list[dp_event.DpEvent], phases: list[tuple[dp_event.DpEvent, int]], t: int, delta: float
+) -> float:
     """A lower bound on the true ε(δ) of the first t steps: optimistic PLDs, composed."""
     parts = [optimistic_pld(e) for e in upfront] + [optimistic_pld(e).self_compose(n) for e, n in counts_at(phases, t)]
     if not parts:
@@ -255,8 +283,16 @@ def displayed(store: Store, run: RunRecord) -> list[tuple[str, int, float]]:
 def test_the_audit_covers_every_algorithm_schedules_pca_a_cancelled_run_and_stacks(audited):
     runs = audited[1]
     assert len(runs) >= 30
-    assert {r.spec["algorithm"] for r in runs} == {"dpsgd", "aniso_dpsgd", "noisy_gd", "nonprivate", "expmech_stumps",
-                                                  "sq_laplace", "rwm_online", "rwm_linear"}  # fmt: skip
+    assert {r.spec["algorithm"] for r in runs} == {
+        "dpsgd",
+        "aniso_dpsgd",
+        "noisy_gd",
+        "nonprivate",
+        "expmech_stumps",
+        "sq_laplace",
+        "rwm_online",
+        "rwm_linear",
+    }
     assert sum(bool((r.result or {}).get("stack")) for r in runs) == 6
     assert any(r.status is RunStatus.CANCELLED for r in runs)
     assert any(len(r.plan.get("noise_phases") or []) > 1 for r in runs if r.plan)
@@ -289,8 +325,10 @@ def test_every_displayed_epsilon_is_at_least_the_true_epsilons_lower_bound(audit
         bounds = lower_bounds(run, max(step for _, step, _ in shown))
         for where, step, value in shown:
             if not (math.isinf(value) or value >= bound_at(bounds, step) * (1 - 1e-9)):
-                failures.append(f"{run.id} {run.spec['algorithm']} {where} at step {step}: {value:.6g} < "
-                                f"{bound_at(bounds, step):.6g}")  # fmt: skip
+                failures.append(
+                    f"{run.id} {run.spec['algorithm']} {where} at step {step}: {value:.6g} < "
+                    f"{bound_at(bounds, step):.6g}"
+                )
     assert not failures, "\n".join(failures[:20])
 
 

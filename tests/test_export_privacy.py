@@ -39,13 +39,25 @@ def every_metric(step: int) -> dict[str, float]:
 def diagnosed_run(store: Store, status: RunStatus = RunStatus.FINISHED, seed: int = 0) -> str:
     """A run with every metric name at every step, and a result holding private fields beside the released ones."""
     spec = parse_spec(fast_spec(seed=seed))
-    run_id = store.create_run(spec=spec.to_dict(), cache_key=spec.cache_key(ENGINE_VERSION),
-                              engine_version=ENGINE_VERSION, status=RunStatus.RUNNING, worker="w")  # fmt: skip
+    run_id = store.create_run(
+        spec=spec.to_dict(),
+        cache_key=spec.cache_key(ENGINE_VERSION),
+        engine_version=ENGINE_VERSION,
+        status=RunStatus.RUNNING,
+        worker="w",
+    )
     store.set_plan(run_id, plan={"steps": STEPS, "noise_multiplier": 1.1, "delta": 1e-5}, total_steps=STEPS)
     store.append_metrics(run_id, [(t, every_metric(t)) for t in range(STEPS + 1)])
     result = result_for(STEPS, stopped_early=status is RunStatus.CANCELLED) | PRIVATE_RESULT_FIELDS
-    result["stack"] = {"members": 2, "lead_seed": 0, "joint_delta": 1e-5, "joint_epsilon": 3.0,
-                       "joint_accountant": "rdp", "position": 0, "train_accuracy": 0.97}  # fmt: skip
+    result["stack"] = {
+        "members": 2,
+        "lead_seed": 0,
+        "joint_delta": 1e-5,
+        "joint_epsilon": 3.0,
+        "joint_accountant": "rdp",
+        "position": 0,
+        "train_accuracy": 0.97,
+    }
     store.finish(run_id, status=status, result=result)
     return run_id
 
@@ -69,8 +81,13 @@ def test_every_metric_a_run_records_is_classified_released_or_private():
     recorded = {f.name for f in dataclasses.fields(StepRecord)} - {"step"}
     assert not RELEASED_METRICS & PRIVATE_DIAGNOSTICS
     assert recorded == RELEASED_METRICS | PRIVATE_DIAGNOSTICS, recorded ^ (RELEASED_METRICS | PRIVATE_DIAGNOSTICS)
-    assert {n for n in recorded if is_released_metric(n)} == {"epoch", "epsilon", "test_accuracy", "test_loss",
-                                                              "regret_bound"}  # fmt: skip
+    assert {n for n in recorded if is_released_metric(n)} == {
+        "epoch",
+        "epsilon",
+        "test_accuracy",
+        "test_loss",
+        "regret_bound",
+    }
     assert all(is_released_metric(n) for n in ACCOUNTANT_CURVES)
     assert not is_released_metric("epsilon_") and not is_released_metric("some_new_metric")
 
@@ -177,8 +194,9 @@ def test_a_failed_upload_runs_error_quoting_a_cell_is_withheld_unless_asked(tmp_
     ids = []
     for dataset in ("csv:/data/people.csv", "digits"):
         spec = fast_spec() | {"dataset": dataset}
-        run_id = source.create_run(spec=spec, cache_key=f"key-{dataset}", engine_version=ENGINE_VERSION,
-                                   status=RunStatus.RUNNING, worker="w")  # fmt: skip
+        run_id = source.create_run(
+            spec=spec, cache_key=f"key-{dataset}", engine_version=ENGINE_VERSION, status=RunStatus.RUNNING, worker="w"
+        )
         source.finish(run_id, status=RunStatus.FAILED, error=quoted)
         ids.append(run_id)
     upload_run, builtin_run = ids

@@ -33,8 +33,9 @@ def env_for(home: Path, **overrides: str) -> dict[str, str]:
 
 def start(home: Path, *args: str, log: Path | None = None, **env: str) -> subprocess.Popen:
     out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (closed with the process)
-    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env_for(home, **env), stdout=out, stderr=out,
-                            start_new_session=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, *args], cwd=ROOT, env=env_for(home, **env), stdout=out, stderr=out, start_new_session=True
+    )
 
 
 def queue(store: Store, **overrides) -> str:
@@ -56,18 +57,32 @@ def running_with_progress(store: Store, run_id: str, steps: int = 3):
 def test_kill_9_of_a_pool_worker_fails_its_run_and_the_queue_goes_on(home, store, tmp_path):
     long = queue(store, epochs=500)
     # Heartbeats go stale only after 10 minutes here, so the run can fail only because the pool saw its worker die
-    pool = start(home, "-m", "engine", "worker", "--workers", "2", "--poll", "0.1", log=tmp_path / "pool.log",
-                 DPLAB_STALE_AFTER_S="600")  # fmt: skip
+    pool = start(
+        home,
+        "-m",
+        "engine",
+        "worker",
+        "--workers",
+        "2",
+        "--poll",
+        "0.1",
+        log=tmp_path / "pool.log",
+        DPLAB_STALE_AFTER_S="600",
+    )
     try:
         victim = wait_for(lambda: running_with_progress(store, long), timeout=120, what="the long run to train")
         second = queue(store, epochs=2, seed=7)
         os.kill(pid_of(victim.worker), signal.SIGKILL)
-        lost = wait_for(lambda: (r := store.get_run(long)).status is RunStatus.FAILED and r, timeout=120,
-                        what="the killed worker's run to fail")  # fmt: skip
+        lost = wait_for(
+            lambda: (r := store.get_run(long)).status is RunStatus.FAILED and r,
+            timeout=120,
+            what="the killed worker's run to fail",
+        )
         assert lost.error.startswith("worker lost") and "SIGKILL" in lost.error, lost.error  # the pool's words
         assert store.metrics(long), "the lost run keeps the metrics it had streamed"
-        done = wait_for(lambda: (r := store.get_run(second)).status in TERMINAL and r, timeout=120,
-                        what="the second run")  # fmt: skip
+        done = wait_for(
+            lambda: (r := store.get_run(second)).status in TERMINAL and r, timeout=120, what="the second run"
+        )
         assert done.status is RunStatus.FINISHED
         alive = wait_for(lambda: len(store.list_workers()) == 2, timeout=30, what="the pool to replace its worker")
         assert alive
@@ -87,8 +102,11 @@ def test_a_worker_killed_without_a_pool_is_reaped_after_its_heartbeat_goes_stale
     lone.wait()
     other = start(home, "-m", "engine", "worker", "--workers", "1", "--poll", "0.1", log=tmp_path / "other.log")
     try:
-        lost = wait_for(lambda: (r := store.get_run(lost_id)).status is RunStatus.FAILED and r, timeout=120,
-                        what="the stale run to be reaped")  # fmt: skip
+        lost = wait_for(
+            lambda: (r := store.get_run(lost_id)).status is RunStatus.FAILED and r,
+            timeout=120,
+            what="the stale run to be reaped",
+        )
         assert lost.error.startswith(f"worker lost: no heartbeat from {victim.worker}")
         assert wait_for(lambda: store.get_run(second).status is RunStatus.FINISHED, timeout=120, what="run two")
     finally:
@@ -120,8 +138,12 @@ def test_two_workers_finish_fifty_queued_runs_each_exactly_once(home, store, tmp
     ids = [queue(store, epochs=0.5, seed=seed, noise_multiplier=1.0, target_epsilon=None) for seed in range(50)]
     pool = start(home, "-m", "engine", "worker", "--workers", "2", "--poll", "0.05", log=tmp_path / "pool.log")
     try:
-        wait_for(lambda: all(r.status in TERMINAL for r in store.list_runs(limit=100)), timeout=600,
-                 what="50 runs", every=1.0)  # fmt: skip
+        wait_for(
+            lambda: all(r.status in TERMINAL for r in store.list_runs(limit=100)),
+            timeout=600,
+            what="50 runs",
+            every=1.0,
+        )
     finally:
         stop_process_group(pool)
     runs = {r.id: r for r in store.list_runs(limit=100)}
@@ -176,8 +198,7 @@ def test_readers_and_writers_at_once_never_see_database_is_locked(store):
     context = multiprocessing.get_context("spawn")
     errors = context.Queue()
     procs = [context.Process(target=_write_metrics, args=(str(store.path), run_id, 6.0, errors)) for run_id in run_ids]
-    procs += [context.Process(target=_read_everything, args=(str(store.path), run_ids, 6.0, errors))
-              for _ in range(3)]  # fmt: skip
+    procs += [context.Process(target=_read_everything, args=(str(store.path), run_ids, 6.0, errors)) for _ in range(3)]
     for proc in procs:
         proc.start()
     reports = [errors.get(timeout=120) for _ in procs]
@@ -213,8 +234,9 @@ def test_kill_9_of_the_dashboard_loses_nothing_and_it_comes_back(home, store, tm
     long = queue(store, epochs=1000)  # trains until cancelled below, however fast the machine
     short = queue(store, epochs=2, seed=3)
     log = open(tmp_path / "run.log", "wb")  # noqa: SIM115 (closed with the process)
-    launcher = subprocess.Popen(["bash", "scripts/run.sh"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)  # fmt: skip
+    launcher = subprocess.Popen(
+        ["bash", "scripts/run.sh"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         wait_for(lambda: healthy(port), timeout=120, what="the dashboard")
         wait_for(lambda: running_with_progress(store, long), timeout=120, what="the long run to train")
@@ -222,12 +244,19 @@ def test_kill_9_of_the_dashboard_loses_nothing_and_it_comes_back(home, store, tm
         os.kill(first, signal.SIGKILL)
         progress = store.get_run(long).progress_step
         wait_for(lambda: store.get_run(long).progress_step > progress + 5, timeout=60, what="training to go on")
-        wait_for(lambda: (pid := dashboard_pid(launcher)) and pid != first and healthy(port), timeout=120,
-                 what="the dashboard to come back")  # fmt: skip
+        wait_for(
+            lambda: (pid := dashboard_pid(launcher)) and pid != first and healthy(port),
+            timeout=120,
+            what="the dashboard to come back",
+        )
         assert store.get_run(long).status is RunStatus.RUNNING, "the long run trained through the dashboard's death"
         store.request_cancel(long)
-        wait_for(lambda: all(store.get_run(r).status in TERMINAL for r in (long, short)), timeout=300,
-                 what="both runs", every=0.5)  # fmt: skip
+        wait_for(
+            lambda: all(store.get_run(r).status in TERMINAL for r in (long, short)),
+            timeout=300,
+            what="both runs",
+            every=0.5,
+        )
     finally:
         launcher.send_signal(signal.SIGTERM)
         try:

@@ -14,14 +14,20 @@ from engine.jobs.workers.worker import Worker
 from tests.apptest_helpers import chart_titles, open_page
 from tests.helpers import synthetic_csv
 
-SCHEMA = {"target": "label", "classes": ["no", "yes"], "numeric": {"age": [17, 100], "income": [0, 250_000]},
-          "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
+SCHEMA = {
+    "target": "label",
+    "classes": ["no", "yes"],
+    "numeric": {"age": [17, 100], "income": [0, 250_000]},
+    "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
+    "test_fraction": 0.25,
+}
 
 
 @pytest.fixture
 def upload(home):
-    return data_upload.save_upload(home, file_name="people.csv", data=synthetic_csv(rows=400), raw_schema=SCHEMA,
-                                   label="People")  # fmt: skip
+    return data_upload.save_upload(
+        home, file_name="people.csv", data=synthetic_csv(rows=400), raw_schema=SCHEMA, label="People"
+    )
 
 
 def launch(at: AppTest, algorithm: str, dataset: str) -> None:
@@ -51,8 +57,11 @@ def test_each_new_algorithm_trains_from_the_train_page_and_joins_the_frontier(ho
     if algorithm.startswith("rwm"):
         assert "Regret against rounds (private diagnostic)" in titles
     if algorithm == "aniso_dpsgd":
-        [diagnostics] = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                         if "Private diagnostics" in json.loads(c.proto.spec)["layout"]["title"]["text"]]  # fmt: skip
+        [diagnostics] = [
+            json.loads(c.proto.spec)
+            for c in at.get("plotly_chart")
+            if "Private diagnostics" in json.loads(c.proto.spec)["layout"]["title"]["text"]
+        ]
         assert diagnostics["layout"]["yaxis"]["title"]["text"] == "weighted norm ‖W⁻¹g‖"
     statement = run.result["privacy_statement"]
     assert "Lots:" not in statement if algorithm != "aniso_dpsgd" else "Poisson sampling" in statement

@@ -32,8 +32,9 @@ def easy_problem(n_train: int = 20_000, n_test: int = 2_000, seed: int = 0) -> D
     x[:, 0] = rng.random(n) < 0.5
     x[:, 1:4] = rng.random((n, 3))
     y = ((x[:, 0] == 1) ^ (rng.random(n) < 0.1)).astype(np.int64)
-    return Dataset(name="adult", x_train=x[:n_train], y_train=y[:n_train], x_test=x[n_train:], y_test=y[n_train:],
-                   n_classes=2)  # fmt: skip
+    return Dataset(
+        name="adult", x_train=x[:n_train], y_train=y[:n_train], x_test=x[n_train:], y_test=y[n_train:], n_classes=2
+    )
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +43,9 @@ def easy() -> Dataset:
 
 
 def learner_spec(algorithm: str, **overrides):
-    return parse_spec({"dataset": "adult", "algorithm": algorithm, "seed": 0, "delta": 1e-6, "target_epsilon": 1.0,
-                       **overrides})  # fmt: skip
+    return parse_spec(
+        {"dataset": "adult", "algorithm": algorithm, "seed": 0, "delta": 1e-6, "target_epsilon": 1.0, **overrides}
+    )
 
 
 def run(spec, data: Dataset, **kwargs):
@@ -66,8 +68,9 @@ def test_stump_counts_losses_and_votes_match_a_brute_force_loop():
     x[:10, 0] = stumps.grid[1]  # on the grid: x_j > t and x_j < t both false
     x[10:15, 1], x[15:20, 2] = 0.0, 1.0
     y = rng.integers(0, 2, 80)
-    predictions = np.array([[s * (float(xn[j]) - t) > 0 for xn in x]
-                            for s in (1, -1) for j in range(3) for t in stumps.grid])  # fmt: skip
+    predictions = np.array(
+        [[s * (float(xn[j]) - t) > 0 for xn in x] for s in (1, -1) for j in range(3) for t in stumps.grid]
+    )
     assert predictions.shape == (stumps.size, 80)
     positions = stumps.positions(x)
 
@@ -90,8 +93,10 @@ def test_exponential_mechanism_draws_with_probability_proportional_to_exp_of_its
     probabilities = expmech.exponential_mechanism_probabilities(scores, epsilon, monotone=monotone)
     np.testing.assert_allclose(probabilities, expected)
     rng = np.random.default_rng(2)
-    counts = np.bincount([expmech.sample_exponential_mechanism(scores, epsilon, rng, monotone=monotone)
-                          for _ in range(draws)], minlength=len(scores))  # fmt: skip
+    counts = np.bincount(
+        [expmech.sample_exponential_mechanism(scores, epsilon, rng, monotone=monotone) for _ in range(draws)],
+        minlength=len(scores),
+    )
     assert stats.chisquare(counts, expected * draws).pvalue >= ALPHA  # false failure: ALPHA
 
 
@@ -106,8 +111,9 @@ def test_the_stump_learners_monotone_mechanism_is_exactly_epsilon_dp_for_add_or_
     stumps = Stumps(n_features=N_FEATURES, thresholds=8)
     x, y = easy.x_train[:300], easy.y_train[:300]
     epsilon = 1.5
-    base = expmech.exponential_mechanism_probabilities(-stumps.error_counts(stumps.positions(x), y), epsilon,
-                                                       monotone=True)  # fmt: skip
+    base = expmech.exponential_mechanism_probabilities(
+        -stumps.error_counts(stumps.positions(x), y), epsilon, monotone=True
+    )
     worst = 0.0
     for neighbour in ((x[1:], y[1:]), (x[:-1], y[:-1]), (np.vstack([x, x[:1]]), np.append(y, 1 - y[0]))):
         errors = stumps.error_counts(stumps.positions(neighbour[0]), neighbour[1])
@@ -122,11 +128,15 @@ def test_the_monotone_scaling_is_not_dp_where_scores_move_both_ways():
     that move in opposite directions by 1 make exp(ε·score) a 2ε mechanism; exp(ε·score/2) stays ε-DP."""
     epsilon, others = 1.0, 1000  # one score rises by 1 while a thousand others fall by 1
     before, after = np.array([-1.0] + [0.0] * others), np.array([0.0] + [-1.0] * others)
-    ratio = max_log_ratio(expmech.exponential_mechanism_probabilities(before, epsilon, monotone=True),
-                          expmech.exponential_mechanism_probabilities(after, epsilon, monotone=True))  # fmt: skip
+    ratio = max_log_ratio(
+        expmech.exponential_mechanism_probabilities(before, epsilon, monotone=True),
+        expmech.exponential_mechanism_probabilities(after, epsilon, monotone=True),
+    )
     assert ratio > 1.5 * epsilon
-    general = max_log_ratio(expmech.exponential_mechanism_probabilities(before, epsilon),
-                            expmech.exponential_mechanism_probabilities(after, epsilon))  # fmt: skip
+    general = max_log_ratio(
+        expmech.exponential_mechanism_probabilities(before, epsilon),
+        expmech.exponential_mechanism_probabilities(after, epsilon),
+    )
     assert general <= epsilon * (1 + 1e-12)
 
 
@@ -195,8 +205,14 @@ def test_the_clip_of_the_gradient_query_never_binds_for_logistic_loss():
 
 
 def test_sq_refuses_data_whose_width_the_plan_did_not_charge(easy):
-    narrow = Dataset(name="adult", x_train=easy.x_train[:, :10], y_train=easy.y_train, x_test=easy.x_test[:, :10],
-                     y_test=easy.y_test, n_classes=2)  # fmt: skip
+    narrow = Dataset(
+        name="adult",
+        x_train=easy.x_train[:, :10],
+        y_train=easy.y_train,
+        x_test=easy.x_test[:, :10],
+        y_test=easy.y_test,
+        n_classes=2,
+    )
     with pytest.raises(ValueError, match="queries per iteration"):
         run(learner_spec("sq_laplace", epochs=2, lr=1.0), narrow)
 
@@ -216,8 +232,10 @@ def test_rwm_runs_at_the_plans_eta_and_the_reference_at_its_optimal_rate(easy, m
     spec = learner_spec("rwm_online", rounds=500, target_epsilon=2.0)
     run(spec, easy)
     k = 2 * N_FEATURES * 16
-    assert etas == [pytest.approx(2.0 / math.sqrt(32 * 500 * math.log(1e6))),
-                    pytest.approx(math.sqrt(8 * math.log(k) / 500))]  # fmt: skip
+    assert etas == [
+        pytest.approx(2.0 / math.sqrt(32 * 500 * math.log(1e6))),
+        pytest.approx(math.sqrt(8 * math.log(k) / 500)),
+    ]
     assert parameter(plan_run(spec, n_train=len(easy.y_train)), "eta") == etas[0]
 
 
@@ -245,8 +263,9 @@ def test_regret_stays_below_the_bound_when_one_expert_is_perfect(eta):
         # the realized regret exceeds the expected one by s with probability ≤ exp(−2s²/t) (Azuma-Hoeffding)
         assert learner.regret <= bound + math.sqrt(done * math.log(1 / ALPHA) / 2)  # false failure: ALPHA
 
-    done = rwm.play_stream(lambda rows: losses[rows], np.arange(rounds), [learner], checkpoints=checkpoints,
-                           on_checkpoint=check)  # fmt: skip
+    done = rwm.play_stream(
+        lambda rows: losses[rows], np.arange(rounds), [learner], checkpoints=checkpoints, on_checkpoint=check
+    )
     assert done == rounds and seen == [500, 1000, 3000]
     assert learner.expert_loss[0] == 0 and learner.regret == learner.loss
     # with a perfect expert the expected regret is ≤ ln k/(1 − e^{−η}) ≤ 81 while the final bound is ≥ 228: the
@@ -282,8 +301,9 @@ def test_linear_learners_excess_risk_bound_and_randomized_error(easy):
     bound = linear.excess_risk_bound(rounds=10_000, experts=100, eta=0.02)
     assert bound == pytest.approx(0.02 + math.log(100) / 200 + 3 * math.sqrt(math.log(60) / 20_000))
     private = linear.private_excess_risk_bound(rounds=10_000, experts=100, epsilon=1.0, delta=1e-6)
-    assert private == pytest.approx(linear.excess_risk_bound(
-        rounds=10_000, experts=100, eta=1.0 / math.sqrt(32 * 10_000 * math.log(1e6))))  # fmt: skip
+    assert private == pytest.approx(
+        linear.excess_risk_bound(rounds=10_000, experts=100, eta=1.0 / math.sqrt(32 * 10_000 * math.log(1e6)))
+    )
     stumps = Stumps(n_features=N_FEATURES, thresholds=4)
     evaluate = linear.randomized_classifier_evaluator(stumps, easy)
     plays = np.zeros(stumps.size)
@@ -324,8 +344,9 @@ def test_each_learner_trains_within_its_target_epsilon_and_beats_chance(easy, al
     if algorithm.startswith("rwm"):
         last = records[-1]
         assert last.regret is not None and last.regret_nonprivate is not None
-        assert last.regret_bound == pytest.approx(rwm.regret_bound(eta=parameter(plan, "eta"), rounds=3000,
-                                                                   experts=2 * N_FEATURES * 16))  # fmt: skip
+        assert last.regret_bound == pytest.approx(
+            rwm.regret_bound(eta=parameter(plan, "eta"), rounds=3000, experts=2 * N_FEATURES * 16)
+        )
 
 
 def test_rwm_stops_when_asked_and_reports_the_rounds_played(easy):
@@ -357,12 +378,27 @@ def test_learners_run_end_to_end_from_the_cli(home, tmp_path):
 
     csv = tmp_path / "people.csv"
     csv.write_bytes(synthetic_csv(rows=300))
-    schema = {"target": "label", "classes": ["no", "yes"], "numeric": {"age": [17, 100], "income": [0, 250_000]},
-              "categorical": {"city": ["Lyon", "Oslo", "Quito"]}, "test_fraction": 0.25}  # fmt: skip
+    schema = {
+        "target": "label",
+        "classes": ["no", "yes"],
+        "numeric": {"age": [17, 100], "income": [0, 250_000]},
+        "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
+        "test_fraction": 0.25,
+    }
     for algorithm in ("expmech_stumps", "rwm_linear"):
         spec = tmp_path / f"{algorithm}.json"
-        spec.write_text(json.dumps({"dataset": f"csv:{csv}", "schema": schema, "algorithm": algorithm, "seed": 0,
-                                    "delta": 1e-4, "target_epsilon": 2.0}))  # fmt: skip
+        spec.write_text(
+            json.dumps(
+                {
+                    "dataset": f"csv:{csv}",
+                    "schema": schema,
+                    "algorithm": algorithm,
+                    "seed": 0,
+                    "delta": 1e-4,
+                    "target_epsilon": 2.0,
+                }
+            )
+        )
         result = last_json(cli(home, "train", str(spec)))
         assert result["algorithm"] == algorithm and 0 < result["epsilon"] <= 2.0
         assert result["steps"] == result["planned_steps"] and "differential privacy" in result["privacy_statement"]

@@ -20,8 +20,9 @@ def test_plan_calibrate_and_epsilons_are_the_engines_own():
     by_accountant = engine.epsilons(planned.ledger(), delta=planned.delta)
     assert by_accountant == panel(planned.ledger(), delta=planned.delta).final()
     assert by_accountant["rdp"] <= raw["target_epsilon"]
-    sigma = engine.calibrate(target_epsilon=3.0, delta=1e-5, sampling_rate=planned.sampling_rate,
-                             steps=planned.steps, accountant="rdp")  # fmt: skip
+    sigma = engine.calibrate(
+        target_epsilon=3.0, delta=1e-5, sampling_rate=planned.sampling_rate, steps=planned.steps, accountant="rdp"
+    )
     assert sigma == pytest.approx(planned.noise_multiplier, rel=1e-3)
 
 

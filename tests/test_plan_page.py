@@ -14,9 +14,14 @@ from tests.apptest_helpers import error_text, metrics, open_page
 
 DIGITS_N = 1438
 WIDGETS = {  # key → AppTest accessor of the widgets shown by default
-    "plan_dataset": "selectbox", "plan_lots": "radio", "plan_lot_size": "number_input", "plan_epochs": "slider",
-    "plan_delta": "number_input", "plan_mode": "radio", "plan_target_epsilon": "select_slider",
-}  # fmt: skip
+    "plan_dataset": "selectbox",
+    "plan_lots": "radio",
+    "plan_lot_size": "number_input",
+    "plan_epochs": "slider",
+    "plan_delta": "number_input",
+    "plan_mode": "radio",
+    "plan_target_epsilon": "select_slider",
+}
 
 
 def plan_with(at: AppTest, changes: list[tuple[str, str, object]], *, delta: float = 1e-5) -> AppTest:
@@ -107,9 +112,14 @@ def test_sigma_mode_shows_each_accountants_epsilon_as_the_privacy_panel_computes
 
 
 def test_delta_at_least_one_over_n_and_a_large_epsilon_warn(home):
-    changes = [("selectbox", "plan_dataset", "custom"), ("number_input", "plan_n", 100),
-               ("number_input", "plan_lot_size", 100), ("slider", "plan_epochs", 100),
-               ("radio", "plan_mode", "Noise multiplier σ"), ("number_input", "plan_sigma", 2.0)]  # fmt: skip
+    changes = [
+        ("selectbox", "plan_dataset", "custom"),
+        ("number_input", "plan_n", 100),
+        ("number_input", "plan_lot_size", 100),
+        ("slider", "plan_epochs", 100),
+        ("radio", "plan_mode", "Noise multiplier σ"),
+        ("number_input", "plan_sigma", 2.0),
+    ]
     at = plan_with(open_page("plan"), changes, delta=0.01)  # q = 1, T = 100, σ = 2, δ = 1/N
     assert not error_text(at)
     assert float(metrics(at)["ε, tightest bound"]) > 10
@@ -146,9 +156,13 @@ def test_sampling_rate_input_plans_as_the_same_lot_size(home):
 
 
 def test_an_unreachable_target_is_an_error(home):
-    changes = [("selectbox", "plan_dataset", "custom"), ("number_input", "plan_n", 100),
-               ("number_input", "plan_lot_size", 100), ("slider", "plan_epochs", 100),
-               ("select_slider", "plan_target_epsilon", 0.1)]  # fmt: skip
+    changes = [
+        ("selectbox", "plan_dataset", "custom"),
+        ("number_input", "plan_n", 100),
+        ("number_input", "plan_lot_size", 100),
+        ("slider", "plan_epochs", 100),
+        ("select_slider", "plan_target_epsilon", 0.1),
+    ]
     at = plan_with(open_page("plan"), changes, delta=1e-100)  # q = 1: no amplification; even σ = 500 is not enough
     assert "target_epsilon=0.1 is unreachable" in error_text(at)
     assert not at.get("plotly_chart")
@@ -156,8 +170,9 @@ def test_an_unreachable_target_is_an_error(home):
 
 def test_plan_figure_has_a_line_per_accountant_and_the_target_on_the_log_axis():
     steps = np.array([1, 50, 100])
-    frame = np.concatenate([[(name, s * 0.01, e) for s, e in zip(steps, [0.1, 1.0, 2.0], strict=True)]
-                            for name in ("rdp", "pld", "naive")])  # fmt: skip
+    frame = np.concatenate(
+        [[(name, s * 0.01, e) for s, e in zip(steps, [0.1, 1.0, 2.0], strict=True)] for name in ("rdp", "pld", "naive")]
+    )
     import pandas as pd
 
     data = pd.DataFrame(frame, columns=["accountant", "epochs", "epsilon"]).astype({"epochs": float, "epsilon": float})

@@ -63,10 +63,17 @@ def test_edge_order_is_flagged():
 
 @pytest.mark.parametrize(
     ("target", "q", "steps", "delta"),
-    [(3.0, 64 / 1438, 450, 1e-5), (1.0, 0.01, 1000, 1e-5), (8.0, 600 / 60000, 1000, 1e-5), (0.5, 0.004, 5000, 1e-6),
-     # few steps and large ε: the best RDP order is fractional, the calibration's second stage
-     (3.0, 64 / 1438, 11, 1e-5), (20.0, 0.1, 50, 1e-5), (50.0, 1.0, 3, 1e-5)],
-)  # fmt: skip
+    [
+        (3.0, 64 / 1438, 450, 1e-5),
+        (1.0, 0.01, 1000, 1e-5),
+        (8.0, 600 / 60000, 1000, 1e-5),
+        (0.5, 0.004, 5000, 1e-6),
+        # few steps and large ε: the best RDP order is fractional, the calibration's second stage
+        (3.0, 64 / 1438, 11, 1e-5),
+        (20.0, 0.1, 50, 1e-5),
+        (50.0, 1.0, 3, 1e-5),
+    ],
+)
 def test_calibrated_sigma_meets_target_and_matches_dp_accounting(target, q, steps, delta):
     from dp_accounting import calibrate_dp_mechanism
 
@@ -119,7 +126,8 @@ def test_a_bound_with_no_finite_value_reads_as_infinity_in_the_statement():
         name: EpsilonCurve(accountant=name, delta=1e-5, steps=np.array([10]), epsilons=np.array([value]))
         for name, value in [("rdp", 0.5), ("naive", np.finfo(float).max), ("advanced", math.inf)]
     }
-    lines = privacy_statement(ledger=ledger, panel=Panel(delta=1e-5, curves=curves, not_applicable={}),
-                              dataset_size=1000, lot_size=10).lines  # fmt: skip
+    lines = privacy_statement(
+        ledger=ledger, panel=Panel(delta=1e-5, curves=curves, not_applicable={}), dataset_size=1000, lot_size=10
+    ).lines
     assert "(kε, kδ) ∞, Advanced composition ∞" in lines[0] and "e+308" not in lines[0] and "inf" not in lines[0]
     assert [epsilon_text(v) for v in (0.5, 1e300, math.inf, math.nan)] == ["0.5", "∞", "∞", "∞"]

@@ -18,8 +18,12 @@ from tests.test_export_privacy import diagnosed_run
 
 
 def metric_names(data: bytes) -> set[str]:
-    return {line.split(",")[1] for name, text in unzip(data).items() if name.startswith("metrics/")
-            for line in text.decode().splitlines()[1:]}  # fmt: skip
+    return {
+        line.split(",")[1]
+        for name, text in unzip(data).items()
+        if name.startswith("metrics/")
+        for line in text.decode().splitlines()[1:]
+    }
 
 
 def warnings_of(at) -> list[str]:
@@ -93,8 +97,9 @@ def test_suggested_levels_are_marked_private_and_rare_ones_withheld(home):
     assert "at least 10 rows" in at.text_area(key="data_classes").help
     assert any("1 class value(s) seen in fewer than 10 rows withheld" in c.value for c in at.caption)
     assert at.text_area(key="data_categories::city").value == "Lyon\nOslo\nQuito"
-    assert any("3 one-hot feature(s); 1 rare level(s) withheld (fewer than 10 rows each)" in c.value
-               for c in at.caption)  # fmt: skip
+    assert any(
+        "3 one-hot feature(s); 1 rare level(s) withheld (fewer than 10 rows each)" in c.value for c in at.caption
+    )
     shown = [w.value for kind in ("text_area", "caption", "markdown", "warning", "error") for w in at.get(kind)]
     assert not [text for text in shown if "Vaduz" in str(text) or "perhaps" in str(text)]
 

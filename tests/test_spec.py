@@ -94,8 +94,12 @@ def test_learner_and_aniso_specs_name_the_field(change, field, fragment):
 
 
 def test_learner_specs_fill_their_defaults_and_round_trip():
-    for algorithm, extra in [("expmech_stumps", {}), ("sq_laplace", {"epochs": 10, "lr": 2.0}), ("rwm_online", {}),
-                             ("rwm_linear", {"rounds": 500})]:  # fmt: skip
+    for algorithm, extra in [
+        ("expmech_stumps", {}),
+        ("sq_laplace", {"epochs": 10, "lr": 2.0}),
+        ("rwm_online", {}),
+        ("rwm_linear", {"rounds": 500}),
+    ]:
         canonical = parse_spec(LEARNER | {"algorithm": algorithm} | extra).to_dict()
         assert parse_spec(canonical).to_dict() == canonical
         assert not {"lot_size", "clip_norm", "optimizer", "features", "lr_schedule"} & set(canonical)

@@ -43,8 +43,10 @@ def test_a_version_2_store_gains_the_stack_column(tmp_path):
     path = tmp_path / "v2.sqlite3"
     with sqlite3.connect(path) as db:
         db.executescript(MIGRATIONS[0] + MIGRATIONS[1])
-        db.execute("INSERT INTO runs (id, cache_key, spec_json, engine_version, status, created_at)"
-                   " VALUES ('r1', 'k', '{}', '0.1.0', 'queued', 1.0)")  # fmt: skip
+        db.execute(
+            "INSERT INTO runs (id, cache_key, spec_json, engine_version, status, created_at)"
+            " VALUES ('r1', 'k', '{}', '0.1.0', 'queued', 1.0)"
+        )
         db.execute("PRAGMA user_version=2")
     store = Store(path)
     assert store.get_run("r1").stack_id is None
@@ -94,8 +96,9 @@ def test_stacks_hold_at_most_dplab_stack_max_runs(store, monkeypatch, most, chun
 
 
 def test_only_compatible_runs_share_a_stack(store):
-    models = submit_sweep(store, sigma_grid(base={**TINY_BASE, "noise_multiplier": 2.0},
-                                            grid={"model": ["logreg", "mlp"]}, seeds=[0]))  # fmt: skip
+    models = submit_sweep(
+        store, sigma_grid(base={**TINY_BASE, "noise_multiplier": 2.0}, grid={"model": ["logreg", "mlp"]}, seeds=[0])
+    )
     assert stack_ids(store, models.sweep_id) == [None, None] and models.stacks == 0
     lots = submit_sweep(store, sigma_grid(base={**TINY_BASE, "noise_multiplier": 2.0}, grid={"lot_size": [32, 64]}))
     ids = stack_ids(store, lots.sweep_id)  # (32, seed 0), (32, seed 1), (64, seed 0), (64, seed 1)

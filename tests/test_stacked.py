@@ -70,11 +70,14 @@ def full_precision():
 
 
 @pytest.mark.usefixtures("full_precision")
-@pytest.mark.parametrize(("name", "kwargs"), [
-    ("logreg", dict(n_features=20, n_classes=4)),
-    ("mlp", dict(n_features=20, n_classes=4, hidden=(16, 8))),
-    ("cnn", dict(n_features=784, n_classes=10, image_shape=(1, 28, 28))),  # conv 1 ghost-free, conv 2 either way
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [
+        ("logreg", dict(n_features=20, n_classes=4)),
+        ("mlp", dict(n_features=20, n_classes=4, hidden=(16, 8))),
+        ("cnn", dict(n_features=784, n_classes=10, image_shape=(1, 28, 28))),  # conv 1 ghost-free, conv 2 either way
+    ],
+)
 def test_stacked_clipped_sums_equal_one_clipper_per_member(name, kwargs):
     torch.manual_seed(7)
     x = torch.randn(24, kwargs["n_features"], device=DEVICE) * 3
@@ -102,8 +105,10 @@ def test_stacked_update_rules_equal_torch_optim(optimizer):
     lrs, momenta = [0.1, 0.02, 0.5], [0.9, 0.5, 0.0]
     clipper = StackedClipper(members)
     stacked = StackedOptimizer(optimizer, clipper.params, momenta)
-    torch_opts = [make_optimizer(optimizer, list(m.parameters()), lr=lr, momentum=mu)
-                  for m, lr, mu in zip(members, lrs, momenta, strict=True)]  # fmt: skip
+    torch_opts = [
+        make_optimizer(optimizer, list(m.parameters()), lr=lr, momentum=mu)
+        for m, lr, mu in zip(members, lrs, momenta, strict=True)
+    ]
     for _ in range(4):
         grads = {n: torch.randn_like(p) for n, p in clipper.params.items()}
         stacked.step(grads, torch.tensor(lrs, device=DEVICE))
@@ -199,8 +204,9 @@ def test_joint_ledger_is_the_sampled_gaussian_at_sigma_joint():
     sigma_joint = (1 + 0.25 + 0.25) ** -0.5
     assert ledger.steps == plans[0].steps and len(ledger.phases) == 1 and not ledger.upfront
     accountant = RdpAccountant(orders=list(DEFAULT_ORDERS))
-    accountant.compose(dp_event.PoissonSampledDpEvent(plans[0].sampling_rate, dp_event.GaussianDpEvent(sigma_joint)),
-                       plans[0].steps)  # fmt: skip
+    accountant.compose(
+        dp_event.PoissonSampledDpEvent(plans[0].sampling_rate, dp_event.GaussianDpEvent(sigma_joint)), plans[0].steps
+    )
     assert rdp_epsilon(ledger.dp_event(), delta=1e-5)[0] == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-9)
     results = train_stack(members_of(*specs))
     stack = results[0].stack
@@ -245,8 +251,10 @@ def test_physical_batches_change_memory_not_the_release(monkeypatch):
 
     monkeypatch.setattr(stacked_module, "random_streams", whole_streams)
     specs = [spec(noise_multiplier=4.0, epochs=0.5), spec(noise_multiplier=6.0, epochs=0.5, clip_norm=0.5)]
-    chunked = [spec(noise_multiplier=4.0, epochs=0.5, physical_batch_size=16),
-               spec(noise_multiplier=6.0, epochs=0.5, clip_norm=0.5, physical_batch_size=16)]  # fmt: skip
+    chunked = [
+        spec(noise_multiplier=4.0, epochs=0.5, physical_batch_size=16),
+        spec(noise_multiplier=6.0, epochs=0.5, clip_norm=0.5, physical_batch_size=16),
+    ]
     whole, parts = train_stack(members_of(*specs)), train_stack(members_of(*chunked))
     for a, b in zip(whole, parts, strict=True):
         assert a.steps == b.steps
@@ -256,8 +264,10 @@ def test_physical_batches_change_memory_not_the_release(monkeypatch):
 def test_members_with_their_own_dp_pca_projections_follow_their_separate_runs():
     """DP-PCA members whose releases differ (σ_p, seed) each train on their own inputs, the very projection
     their separate runs make; the lead is its separate run step for step (the other's lots are the lead's)."""
-    specs = [spec(noise_multiplier=4.0, pca_dims=16, pca_noise=4.0),
-             spec(noise_multiplier=5.0, pca_dims=16, pca_noise=12.0, clip_norm=0.5)]  # fmt: skip
+    specs = [
+        spec(noise_multiplier=4.0, pca_dims=16, pca_noise=4.0),
+        spec(noise_multiplier=5.0, pca_dims=16, pca_noise=12.0, clip_norm=0.5),
+    ]
     seen: list[list] = [[], []]
     results = train_stack(members_of(*specs), on_step=[s.append for s in seen])
     for k, s in enumerate(specs):
@@ -283,8 +293,10 @@ def test_members_with_their_own_dp_pca_projections_follow_their_separate_runs():
 def test_members_that_agree_on_the_dp_pca_release_share_one():
     """Another learning rate or σ does not change the PCA release (data, k, σ_p, seed): one projection, shared,
     charged once by the joint ledger (`pca_release_identity`)."""
-    specs = [spec(noise_multiplier=4.0, pca_dims=16, pca_noise=4.0),
-             spec(noise_multiplier=5.0, pca_dims=16, pca_noise=4.0, lr=0.5)]  # fmt: skip
+    specs = [
+        spec(noise_multiplier=4.0, pca_dims=16, pca_noise=4.0),
+        spec(noise_multiplier=5.0, pca_dims=16, pca_noise=4.0, lr=0.5),
+    ]
     x = torch.as_tensor(load_dataset("digits").x_train, device=DEVICE)
     members = members_of(*specs)
     inputs = StackInputs.of(members, [m.plan for m in members], [random_streams(s, DEVICE) for s in specs], x, x)

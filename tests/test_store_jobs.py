@@ -127,8 +127,9 @@ def _claim_all(path: str, out: multiprocessing.Queue) -> None:
 def test_concurrent_workers_never_claim_the_same_run(store):
     ids = {store.create_run(spec={"n": i}, cache_key=str(i), engine_version="t") for i in range(60)}
     out = multiprocessing.get_context("spawn").Queue()
-    procs = [multiprocessing.get_context("spawn").Process(target=_claim_all, args=(str(store.path), out))
-             for _ in range(3)]  # fmt: skip
+    procs = [
+        multiprocessing.get_context("spawn").Process(target=_claim_all, args=(str(store.path), out)) for _ in range(3)
+    ]
     for p in procs:
         p.start()
     claims = [out.get(timeout=60) for _ in procs]
@@ -140,8 +141,13 @@ def test_concurrent_workers_never_claim_the_same_run(store):
 
 def start_worker_mid_run(home, store, run_id) -> subprocess.Popen:
     """A worker subprocess, returned once it has trained a few steps of `run_id`."""
-    worker = subprocess.Popen([sys.executable, "-m", "engine", "worker"], cwd=ROOT, env=home_env(home),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "engine", "worker"],
+        cwd=ROOT,
+        env=home_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 90
     while store.get_run(run_id).progress_step < 5 and time.time() < deadline:
         time.sleep(0.2)
@@ -186,8 +192,13 @@ def test_a_lost_run_is_requeued_once_when_its_spec_asks(store):
     run = store.get_run(run_id)
     assert run.status is RunStatus.FAILED and run.error.startswith("worker lost") and run.attempts == 2
     history = [(e.status, e.worker) for e in store.events(run_id)]
-    assert history == [(RunStatus.QUEUED, None), (RunStatus.RUNNING, "dies-first"), (RunStatus.QUEUED, None),
-                       (RunStatus.RUNNING, "dies-too"), (RunStatus.FAILED, "dies-too")]  # fmt: skip
+    assert history == [
+        (RunStatus.QUEUED, None),
+        (RunStatus.RUNNING, "dies-first"),
+        (RunStatus.QUEUED, None),
+        (RunStatus.RUNNING, "dies-too"),
+        (RunStatus.FAILED, "dies-too"),
+    ]
 
 
 def test_a_worker_written_off_as_lost_cannot_overwrite_its_run(store):
@@ -237,8 +248,10 @@ def test_migrating_a_version_1_store_keeps_its_runs(tmp_path):
     path = tmp_path / "old.sqlite3"
     with sqlite3.connect(path) as db:
         db.executescript(MIGRATIONS[0])
-        db.execute("INSERT INTO runs (id, cache_key, spec_json, engine_version, status, created_at)"
-                   " VALUES ('r1', 'k', '{}', '0.1.0', 'finished', 1.0)")  # fmt: skip
+        db.execute(
+            "INSERT INTO runs (id, cache_key, spec_json, engine_version, status, created_at)"
+            " VALUES ('r1', 'k', '{}', '0.1.0', 'finished', 1.0)"
+        )
         db.execute("PRAGMA user_version=1")
     store = Store(path)
     run = store.get_run("r1")

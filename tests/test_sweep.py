@@ -11,8 +11,12 @@ from tests.helpers import fast_spec
 
 
 def grid(**overrides):
-    raw = {"name": "σ × lot", "base": fast_spec(epochs=1),
-           "grid": {"noise_multiplier": [1.0, 2.0], "lot_size": [32, 64]}, "seeds": [0, 1]}  # fmt: skip
+    raw = {
+        "name": "σ × lot",
+        "base": fast_spec(epochs=1),
+        "grid": {"noise_multiplier": [1.0, 2.0], "lot_size": [32, 64]},
+        "seeds": [0, 1],
+    }
     raw.update(overrides)
     return raw
 
@@ -29,8 +33,17 @@ def test_two_parameters_times_seeds_expand_in_grid_order():
 
 
 def test_a_sweep_shares_one_id_and_reuses_cached_points(store):
-    done = submit(store, parse_spec({**{k: v for k, v in fast_spec(epochs=1).items() if k != "target_epsilon"},
-                                     "noise_multiplier": 1.0, "lot_size": 32, "seed": 0}))  # fmt: skip
+    done = submit(
+        store,
+        parse_spec(
+            {
+                **{k: v for k, v in fast_spec(epochs=1).items() if k != "target_epsilon"},
+                "noise_multiplier": 1.0,
+                "lot_size": 32,
+                "seed": 0,
+            }
+        ),
+    )
     Worker(store, data_dirs=[]).run_one()
     sweep = submit_sweep(store, grid())
     assert (sweep.created, sweep.cached, sweep.existing) == (7, 1, 0)

@@ -29,8 +29,19 @@ from engine.training import parse_spec
 from tests.apptest_helpers import open_page
 from tests.helpers import fast_spec
 
-WIDGETS = ("button", "checkbox", "download_button", "multiselect", "number_input", "radio", "select_slider",
-           "selectbox", "slider", "text_input", "toggle")  # fmt: skip
+WIDGETS = (
+    "button",
+    "checkbox",
+    "download_button",
+    "multiselect",
+    "number_input",
+    "radio",
+    "select_slider",
+    "selectbox",
+    "slider",
+    "text_input",
+    "toggle",
+)
 TINY_BASE = {k: v for k, v in fast_spec(epochs=1, lot_size=128).items() if k != "target_epsilon"}
 # Two tiny digits runs: σ = 1 and 2, one epoch at lot size 128, seed 0.
 TINY_SWEEP = {"name": "two σ", "base": TINY_BASE, "grid": {"noise_multiplier": [1.0, 2.0]}, "seeds": [0]}
@@ -92,13 +103,27 @@ def test_sweep_page_widgets_have_help_and_the_defaults_are_valid(home, store):
     at = open_page("sweep")
     assert at.title[0].value == "Sweep"
     keys = {w.key for w in widgets(at)}
-    assert {"sweep_first", "sweep_values_target_epsilon", "sweep_second", "sweep_seeds", "sweep_name",
-            "sweep_vectorize", "sweep_launch"} <= keys  # fmt: skip
+    assert {
+        "sweep_first",
+        "sweep_values_target_epsilon",
+        "sweep_second",
+        "sweep_seeds",
+        "sweep_name",
+        "sweep_vectorize",
+        "sweep_launch",
+    } <= keys
     vectorize = at.checkbox(key="sweep_vectorize")
     assert vectorize.label == "Train compatible points together (vectorized)" and vectorize.value is True
     assert "Poisson lot" in vectorize.help and "own noise" in vectorize.help and "ε is its own" in vectorize.help
-    assert {"sweep_base_dataset", "sweep_base_algorithm", "sweep_base_delta", "sweep_base_clip_norm",
-            "sweep_base_lot_size", "sweep_base_epochs", "sweep_base_lr"} <= keys  # fmt: skip
+    assert {
+        "sweep_base_dataset",
+        "sweep_base_algorithm",
+        "sweep_base_delta",
+        "sweep_base_clip_norm",
+        "sweep_base_lot_size",
+        "sweep_base_epochs",
+        "sweep_base_lr",
+    } <= keys
     assert "dataset" not in keys, "the Train page's form keeps its own widgets"
     no_help = [w.key or w.label for w in widgets(at) if not w.help]
     assert not no_help, no_help
@@ -157,8 +182,10 @@ def test_launch_queues_a_sweep_of_every_point_and_seed(home, store, monkeypatch)
     stacks = {r.stack_id for r in runs}
     assert None not in stacks and len(stacks) == 2
     assert all(len({r.spec["lot_size"] for r in runs if r.stack_id == s}) == 1 for s in stacks)
-    assert any(sweep.id in s.value and "12 runs queued, 12 of them in 2 vectorized stacks (K ≤ 8); 0 from the cache"
-               in s.value for s in at.success), [s.value for s in at.success]  # fmt: skip
+    assert any(
+        sweep.id in s.value and "12 runs queued, 12 of them in 2 vectorized stacks (K ≤ 8); 0 from the cache" in s.value
+        for s in at.success
+    ), [s.value for s in at.success]
     assert any(c.value.startswith("12 of the 12 runs were queued in 2 vectorized stacks") for c in at.caption)
     assert at.selectbox(key="sweep_shown").value == sweep.id
     assert any(p.proto.text.startswith("0 / 12 finished · 12 queued") for p in at.get("progress"))
@@ -176,8 +203,9 @@ def test_vectorized_stacks_are_capped_and_can_be_turned_off(home, store, monkeyp
     at.selectbox(key="sweep_first").set_value("noise_multiplier").run()
     at.text_input(key="sweep_values_noise_multiplier").set_value("1, 2").run()
     at.button(key="sweep_launch").click().run()  # on: 2 σ × 2 seeds share their lots, cut into stacks of ≤ 3
-    assert any("4 runs queued, 3 of them in 1 vectorized stack (K ≤ 3); 0 from the cache" in s.value
-               for s in at.success), [s.value for s in at.success]  # fmt: skip
+    assert any(
+        "4 runs queued, 3 of them in 1 vectorized stack (K ≤ 3); 0 from the cache" in s.value for s in at.success
+    ), [s.value for s in at.success]
     assert sorted(r.stack_id is None for r in store.list_runs()) == [False, False, False, True]
 
     at.checkbox(key="sweep_vectorize").uncheck().run()
@@ -238,10 +266,14 @@ def test_frontier_shows_the_finished_runs_and_the_preview_counts_cached_points(t
 
 def test_frontier_aggregates_seeds_and_keeps_each_line_colour():
     points = pd.DataFrame(
-        [(σ, lot, seed, f"r{σ}{lot}{seed}", 1.0 / σ + seed * 0.01, 0.5 + lot / 1000 + seed * 0.1)
-         for σ in (1.0, 2.0) for lot in (32, 64) for seed in (0, 1)],
+        [
+            (σ, lot, seed, f"r{σ}{lot}{seed}", 1.0 / σ + seed * 0.01, 0.5 + lot / 1000 + seed * 0.1)
+            for σ in (1.0, 2.0)
+            for lot in (32, 64)
+            for seed in (0, 1)
+        ],
         columns=["noise_multiplier", "lot_size", "seed", "run", "epsilon", "accuracy"],
-    )  # fmt: skip
+    )
     summary = frontier(points, ["noise_multiplier", "lot_size"])
     assert len(summary) == 4 and list(summary["seeds"]) == [2] * 4
     row = summary[(summary["noise_multiplier"] == 1.0) & (summary["lot_size"] == 64)].iloc[0]
@@ -251,8 +283,13 @@ def test_frontier_aggregates_seeds_and_keeps_each_line_colour():
     assert std["high"] - std["accuracy"] == pytest.approx(0.0707, abs=1e-4)
 
     only_64 = points[points["lot_size"] == 64]  # lot 32 has no finished run yet: lot 64 keeps the second colour
-    fig = sweep_frontier_figure(frontier(only_64, ["noise_multiplier", "lot_size"]), only_64,
-                                first="noise_multiplier", second="lot_size", series=[32, 64])  # fmt: skip
+    fig = sweep_frontier_figure(
+        frontier(only_64, ["noise_multiplier", "lot_size"]),
+        only_64,
+        first="noise_multiplier",
+        second="lot_size",
+        series=[32, 64],
+    )
     lines = [t for t in fig.data if t.mode == "lines+markers+text"]
     assert [t.name for t in lines] == ["lot_size = 32", "lot_size = 64"]
     assert lines[1].marker.color == RUN_PALETTE[1] and len(lines[1].x) == 2 and len(lines[0].x) == 0
@@ -307,8 +344,13 @@ def test_compare_filters_overlays_and_tabulates_the_selected_runs(trained_store,
     store = trained_store
     at = open_page("compare")
     filters = {w.key: w for w in at.multiselect}
-    assert {"compare_filter_dataset", "compare_filter_model", "compare_filter_algorithm", "compare_filter_status",
-            "compare_runs"} <= set(filters)  # fmt: skip
+    assert {
+        "compare_filter_dataset",
+        "compare_filter_model",
+        "compare_filter_algorithm",
+        "compare_filter_status",
+        "compare_runs",
+    } <= set(filters)
     assert filters["compare_filter_dataset"].options == ["digits"]
     assert not [w.key for w in widgets(at) if not w.help]
     assert any("Choose two or more runs" in i.value for i in at.info)
@@ -336,8 +378,22 @@ def test_compare_filters_overlays_and_tabulates_the_selected_runs(trained_store,
 
     table = next(d.value for d in at.dataframe if "noise_multiplier" in d.value)
     assert list(table["run"]) == ids
-    expected = {"dataset", "model", "algorithm", "lot_size", "clip_norm", "delta", "lr", "epochs", "seed",
-                "epsilon", "test_accuracy", "accountant", "epsilon_rdp", "noise_multiplier_used"}  # fmt: skip
+    expected = {
+        "dataset",
+        "model",
+        "algorithm",
+        "lot_size",
+        "clip_norm",
+        "delta",
+        "lr",
+        "epochs",
+        "seed",
+        "epsilon",
+        "test_accuracy",
+        "accountant",
+        "epsilon_rdp",
+        "noise_multiplier_used",
+    }
     assert expected <= set(table.columns)
 
     at.toggle(key="compare_differ").set_value(True).run()
@@ -378,8 +434,12 @@ def test_compare_marks_imported_runs_and_its_csv_neutralizes_formulas(trained_st
     store = trained_store
     local = store.list_runs()[0]
     formula = '=HYPERLINK("http://example.invalid/x","click")'
-    copy = replace(ArchivedRun.from_record(local, store.events(local.id)), id="imported-run", error=formula,
-                   cache_key="imported:test")  # fmt: skip
+    copy = replace(
+        ArchivedRun.from_record(local, store.events(local.id)),
+        id="imported-run",
+        error=formula,
+        cache_key="imported:test",
+    )
     insert_runs(store, [copy])
     at = open_page("compare")
     ids = select_all(at, store)

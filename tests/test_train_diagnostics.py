@@ -90,8 +90,9 @@ def test_per_layer_clipping_reports_the_total_norm():
     x, y = tiny_data(20, seed=5)
     norms, _ = loop_norms_and_correct(model, x, y)
     stats = stats_of(BookKeepingClipper(model).clipped_sum(x, y, (0.5, 0.5)), 20)
-    np.testing.assert_allclose([stats.grad_norm_p10, stats.grad_norm_p50, stats.grad_norm_p90],
-                               np.quantile(norms, QUANTILES), rtol=1e-5)  # fmt: skip
+    np.testing.assert_allclose(
+        [stats.grad_norm_p10, stats.grad_norm_p50, stats.grad_norm_p90], np.quantile(norms, QUANTILES), rtol=1e-5
+    )
 
 
 def test_quantile_positions_follow_linear_interpolation():
@@ -99,8 +100,10 @@ def test_quantile_positions_follow_linear_interpolation():
     indices, weights = quantile_positions(11)  # positions 1, 5, 9 exactly
     assert indices == (1, 2, 5, 6, 9, 10) and weights == pytest.approx((0.0, 0.0, 0.0))
     values = np.arange(11.0) ** 2
-    interpolated = [values[lo] + (values[hi] - values[lo]) * w
-                    for lo, hi, w in zip(indices[::2], indices[1::2], weights, strict=True)]  # fmt: skip
+    interpolated = [
+        values[lo] + (values[hi] - values[lo]) * w
+        for lo, hi, w in zip(indices[::2], indices[1::2], weights, strict=True)
+    ]
     np.testing.assert_allclose(interpolated, np.quantile(values, QUANTILES))
 
 
@@ -143,8 +146,17 @@ def test_noisy_gd_records_gradient_quantiles_only_with_gradient_clipping():
     x = rng.normal(size=(300, 5)).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.int64)
     data = Dataset(name="digits", x_train=x[:200], y_train=y[:200], x_test=x[200:], y_test=y[200:], n_classes=2)
-    raw = {"dataset": "adult", "model": "logreg", "algorithm": "noisy_gd", "noise_multiplier": 2.0, "delta": 1e-6,
-           "clip_norm": 1.0, "epochs": 3, "lr": 1.0, "seed": 0}  # fmt: skip
+    raw = {
+        "dataset": "adult",
+        "model": "logreg",
+        "algorithm": "noisy_gd",
+        "noise_multiplier": 2.0,
+        "delta": 1e-6,
+        "clip_norm": 1.0,
+        "epochs": 3,
+        "lr": 1.0,
+        "seed": 0,
+    }
     for clipping, has_norms in (("gradient", True), ("input", False)):
         spec = parse_spec(raw | {"clipping": clipping})
         records: list = []

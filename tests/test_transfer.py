@@ -172,8 +172,13 @@ def test_cache_keys_in_an_archive_are_not_trusted(source, store):
     assert submit(fresh, parse_spec(fast_spec())).run_id == run_id
 
 
-CSV_SCHEMA = {"target": "income", "classes": ["<=50K", ">50K"], "numeric": {"age": [17, 90]},
-              "categorical": {"sex": ["Female", "Male"]}, "test_fraction": 0.2}  # fmt: skip
+CSV_SCHEMA = {
+    "target": "income",
+    "classes": ["<=50K", ">50K"],
+    "numeric": {"age": [17, 90]},
+    "categorical": {"sex": ["Female", "Male"]},
+    "test_fraction": 0.2,
+}
 CSV_LINES = ["age,sex,income", "39,Male,<=50K", "50,Female,>50K", "17,Male,<=50K", "90,Female,>50K", "28,Male,<=50K"]
 
 

@@ -158,8 +158,13 @@ def code_content(span: str) -> str:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.text(alphabet=st.characters(exclude_characters=WORD_JOINER + "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"),
-               min_size=1, max_size=200))  # fmt: skip
+@given(
+    st.text(
+        alphabet=st.characters(exclude_characters=WORD_JOINER + "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"),
+        min_size=1,
+        max_size=200,
+    )
+)
 def test_a_code_span_shows_any_text(text):
     assert code_content(code(text)).replace(WORD_JOINER, "") == text
 
@@ -186,8 +191,9 @@ def test_csv_cells_that_a_spreadsheet_would_run_are_neutralized():
     assert [csv_cell(v) for v in hostile] == ["'" + v for v in hostile]
     for value in (-1.5, -3, 0, 2.5, math.inf, None, True, "digits", "a=b", " =1", "", "'quoted"):
         assert csv_cell(value) is value or csv_cell(value) == value
-    table = pd.DataFrame({"run": ["r1", "r2"], "error": ['=cmd|"/c calc"!A1', "fine"], "epsilon": [-1.25, 3.0],
-                          "=header": [1, 2]})  # fmt: skip
+    table = pd.DataFrame(
+        {"run": ["r1", "r2"], "error": ['=cmd|"/c calc"!A1', "fine"], "epsilon": [-1.25, 3.0], "=header": [1, 2]}
+    )
     parsed = pd.read_csv(io.BytesIO(csv_bytes(table)))
     assert list(parsed.columns) == ["run", "error", "epsilon", "'=header"]
     assert list(parsed["error"]) == ['\'=cmd|"/c calc"!A1', "fine"]
@@ -215,8 +221,13 @@ def test_streamlit_keeps_the_escaped_markdown_as_given():
     at = AppTest.from_function(page)
     at.run()
     assert not at.exception
-    shown = [at.markdown[0].value, at.error[0].value.removeprefix("Error: "), at.caption[0].value,
-             at.selectbox[0].label, at.selectbox[0].help]  # fmt: skip
+    shown = [
+        at.markdown[0].value,
+        at.error[0].value.removeprefix("Error: "),
+        at.caption[0].value,
+        at.selectbox[0].label,
+        at.selectbox[0].help,
+    ]
     assert shown == [literal(HOSTILE_ERROR)] * 5
     assert all(unescape(value) == HOSTILE_ERROR for value in shown)
 
@@ -304,24 +315,63 @@ def assert_no_raw_markup(at: AppTest) -> list[str]:
 
 
 def valid_result(**changes) -> dict[str, Any]:
-    result = {"algorithm": "dpsgd", "private": True, "test_accuracy": 0.5, "test_loss": 1.0, "epsilon": 1.5,
-              "delta": 1e-5, "noise_multiplier": 1.1, "sampling_rate": 0.04, "steps": 30, "planned_steps": 30,
-              "accountant": "pld", "epsilons": {"rdp": 1.7, "pld": 1.5, "naive": math.inf}, "best_order": 8.0,
-              "order_at_edge": False, "privacy_statement": "line one\nline two", "stopped_early": False,
-              "seconds": 2.0, "device": "cpu"}  # fmt: skip
+    result = {
+        "algorithm": "dpsgd",
+        "private": True,
+        "test_accuracy": 0.5,
+        "test_loss": 1.0,
+        "epsilon": 1.5,
+        "delta": 1e-5,
+        "noise_multiplier": 1.1,
+        "sampling_rate": 0.04,
+        "steps": 30,
+        "planned_steps": 30,
+        "accountant": "pld",
+        "epsilons": {"rdp": 1.7, "pld": 1.5, "naive": math.inf},
+        "best_order": 8.0,
+        "order_at_edge": False,
+        "privacy_statement": "line one\nline two",
+        "stopped_early": False,
+        "seconds": 2.0,
+        "device": "cpu",
+    }
     assert set(RESULT_REQUIRED) <= set(result)
     return result | changes
 
 
-def archived(run_id: str, *, status=RunStatus.FINISHED, spec=None, plan=None, result=None, error=None,
-             engine_version="0.0-elsewhere", created_at=1.7e9, events=(), progress_step=30,
-             total_steps=30) -> ArchivedRun:  # fmt: skip
+def archived(
+    run_id: str,
+    *,
+    status=RunStatus.FINISHED,
+    spec=None,
+    plan=None,
+    result=None,
+    error=None,
+    engine_version="0.0-elsewhere",
+    created_at=1.7e9,
+    events=(),
+    progress_step=30,
+    total_steps=30,
+) -> ArchivedRun:
     spec = spec if spec is not None else fast_spec()
     check_shown_fields(status=status, spec=spec, plan=plan, result=result)  # exactly what an import admits
-    return ArchivedRun(id=run_id, cache_key=f"{engine_version}:{run_id}", engine_version=engine_version,
-                       status=status, spec=spec, plan=plan, result=result, error=error, created_at=created_at,
-                       started_at=None, finished_at=None, progress_step=progress_step, total_steps=total_steps,
-                       attempts=1, events=tuple(events))  # fmt: skip
+    return ArchivedRun(
+        id=run_id,
+        cache_key=f"{engine_version}:{run_id}",
+        engine_version=engine_version,
+        status=status,
+        spec=spec,
+        plan=plan,
+        result=result,
+        error=error,
+        created_at=created_at,
+        started_at=None,
+        finished_at=None,
+        progress_step=progress_step,
+        total_steps=total_steps,
+        attempts=1,
+        events=tuple(events),
+    )
 
 
 def hostile_store(store: Store) -> dict[str, str]:
@@ -331,15 +381,32 @@ def hostile_store(store: Store) -> dict[str, str]:
     assert store.claim_next("hostile <img src=x> worker").id == failed
     store.finish(failed, status=RunStatus.FAILED, error=HOSTILE_ERROR, worker="hostile <img src=x> worker")
     spec = fast_spec(dataset=HOSTILE_DATASET, model=HOSTILE_MODEL) | {HOSTILE_KEY: HOSTILE_ERROR}
-    result = valid_result(privacy_statement=f"{HOSTILE_ERROR}\n# {HOSTILE_MODEL}", accountant=HOSTILE_KEY,
-                          epsilons={HOSTILE_KEY: 1.5, "rdp": 1.7}, device=HOSTILE_ERROR)  # fmt: skip
-    event = RunEvent(run_id="imported-1", seq=1, at=1.7e9, status=RunStatus.FINISHED, worker=HOSTILE_ERROR,
-                     detail=HOSTILE_ERROR)  # fmt: skip
-    run = archived("imported-1", spec=spec, plan={"noise_multiplier": 1.1, "sampling_rate": 0.04}, result=result,
-                   error=HOSTILE_ERROR, engine_version="9.9 ![v](http://h/v.png)", events=[event])  # fmt: skip
+    result = valid_result(
+        privacy_statement=f"{HOSTILE_ERROR}\n# {HOSTILE_MODEL}",
+        accountant=HOSTILE_KEY,
+        epsilons={HOSTILE_KEY: 1.5, "rdp": 1.7},
+        device=HOSTILE_ERROR,
+    )
+    event = RunEvent(
+        run_id="imported-1", seq=1, at=1.7e9, status=RunStatus.FINISHED, worker=HOSTILE_ERROR, detail=HOSTILE_ERROR
+    )
+    run = archived(
+        "imported-1",
+        spec=spec,
+        plan={"noise_multiplier": 1.1, "sampling_rate": 0.04},
+        result=result,
+        error=HOSTILE_ERROR,
+        engine_version="9.9 ![v](http://h/v.png)",
+        events=[event],
+    )
     member = SweepMember(position=0, run_id="imported-1", point={HOSTILE_KEY: "<img src=x>", "seed": 0})
-    sweep = ArchivedSweep(id="sweep-1", name=HOSTILE_SWEEP, spec={"grid": {HOSTILE_KEY: ["<img src=x>", 2]}},
-                          created_at=1.7e9, members=(member,))  # fmt: skip
+    sweep = ArchivedSweep(
+        id="sweep-1",
+        name=HOSTILE_SWEEP,
+        spec={"grid": {HOSTILE_KEY: ["<img src=x>", 2]}},
+        created_at=1.7e9,
+        members=(member,),
+    )
     insert_runs(store, [run], sweeps=[sweep])
     return {"failed": failed, "imported": "imported-1"}
 
@@ -410,9 +477,11 @@ STRINGS = st.one_of(TEXT, st.sampled_from([HOSTILE_ERROR, HOSTILE_MODEL, "", '=H
 INTEGERS = st.integers(-(2**53), 2**53)
 FINITE = st.one_of(INTEGERS, st.floats(allow_nan=False, allow_infinity=False))
 AT_LEAST_ZERO = st.one_of(st.integers(0, 2**53), st.floats(min_value=0, allow_nan=False))  # +inf included
-JSON = st.recursive(st.none() | st.booleans() | FINITE | STRINGS,
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
-                    max_leaves=8)  # fmt: skip
+JSON = st.recursive(
+    st.none() | st.booleans() | FINITE | STRINGS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+    max_leaves=8,
+)
 TIMES = st.floats(min_value=0, max_value=1e300, allow_nan=False)
 KNOWN_SPEC_KEYS = {*RANGES, *SPEC_STRINGS, *SCHEDULES, "hidden", "schema"}
 PLAN_KEYS = ("noise_multiplier", "sampling_rate", "steps", "n_train", "eta", "query_epsilon", "delta", "epsilon")
@@ -457,25 +526,40 @@ def plans(draw) -> dict[str, Any] | None:
 def results(draw) -> dict[str, Any]:
     maybe = lambda strategy: st.one_of(st.none(), strategy)  # noqa: E731
     result = {
-        "algorithm": draw(st.one_of(st.sampled_from(ALGORITHMS), STRINGS)), "private": draw(st.booleans()),
-        "test_accuracy": draw(st.one_of(st.floats(0, 1), st.sampled_from([0, 1]))), "test_loss": draw(AT_LEAST_ZERO),
-        "epsilon": draw(maybe(st.one_of(AT_LEAST_ZERO, st.just(math.inf)))), "delta": draw(maybe(AT_LEAST_ZERO)),
-        "noise_multiplier": draw(maybe(AT_LEAST_ZERO)), "sampling_rate": draw(AT_LEAST_ZERO),
-        "steps": draw(st.integers(0, 2**53)), "planned_steps": draw(st.integers(0, 2**53)),
+        "algorithm": draw(st.one_of(st.sampled_from(ALGORITHMS), STRINGS)),
+        "private": draw(st.booleans()),
+        "test_accuracy": draw(st.one_of(st.floats(0, 1), st.sampled_from([0, 1]))),
+        "test_loss": draw(AT_LEAST_ZERO),
+        "epsilon": draw(maybe(st.one_of(AT_LEAST_ZERO, st.just(math.inf)))),
+        "delta": draw(maybe(AT_LEAST_ZERO)),
+        "noise_multiplier": draw(maybe(AT_LEAST_ZERO)),
+        "sampling_rate": draw(AT_LEAST_ZERO),
+        "steps": draw(st.integers(0, 2**53)),
+        "planned_steps": draw(st.integers(0, 2**53)),
         "accountant": draw(maybe(st.one_of(st.sampled_from(list(ACCOUNTANTS)), STRINGS))),
-        "epsilons": draw(st.dictionaries(st.one_of(st.sampled_from(list(ACCOUNTANTS)), TEXT), AT_LEAST_ZERO,
-                                         max_size=4)),
-        "best_order": draw(maybe(AT_LEAST_ZERO)), "order_at_edge": draw(st.booleans()),
+        "epsilons": draw(
+            st.dictionaries(st.one_of(st.sampled_from(list(ACCOUNTANTS)), TEXT), AT_LEAST_ZERO, max_size=4)
+        ),
+        "best_order": draw(maybe(AT_LEAST_ZERO)),
+        "order_at_edge": draw(st.booleans()),
         "privacy_statement": draw(st.one_of(STRINGS, st.lists(STRINGS, max_size=3).map("\n".join))),
-        "stopped_early": draw(st.booleans()), "seconds": draw(AT_LEAST_ZERO), "device": draw(STRINGS),
-    }  # fmt: skip
+        "stopped_early": draw(st.booleans()),
+        "seconds": draw(AT_LEAST_ZERO),
+        "device": draw(STRINGS),
+    }
     if draw(st.booleans()):
-        numbers = st.fixed_dictionaries({k: FINITE for k in ("members", "lead_seed", "joint_epsilon_rdp",
-                                                             "joint_delta")})  # fmt: skip
-        joint = st.fixed_dictionaries({"members": FINITE, "lead_seed": FINITE, "joint_delta": FINITE,
-                                       "joint_epsilon": st.one_of(AT_LEAST_ZERO, st.just(math.inf)),
-                                       "joint_accountant": st.one_of(st.sampled_from(list(ACCOUNTANTS)),
-                                                                     STRINGS)})  # fmt: skip
+        numbers = st.fixed_dictionaries(
+            {k: FINITE for k in ("members", "lead_seed", "joint_epsilon_rdp", "joint_delta")}
+        )
+        joint = st.fixed_dictionaries(
+            {
+                "members": FINITE,
+                "lead_seed": FINITE,
+                "joint_delta": FINITE,
+                "joint_epsilon": st.one_of(AT_LEAST_ZERO, st.just(math.inf)),
+                "joint_accountant": st.one_of(st.sampled_from(list(ACCOUNTANTS)), STRINGS),
+            }
+        )
         result["stack"] = draw(st.one_of(st.none(), numbers, joint))  # an engine < 0.4.0's stack, or this one's
     newer = TEXT.filter(lambda k: k not in result and k != "stack")  # fields of a newer engine
     result |= draw(st.dictionaries(newer, JSON, max_size=2))
@@ -486,13 +570,30 @@ def results(draw) -> dict[str, Any]:
 def runs(draw, run_id: str) -> ArchivedRun:
     status = draw(st.sampled_from([RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED]))
     result = draw(results()) if status is RunStatus.FINISHED or draw(st.booleans()) else None
-    events = [RunEvent(run_id=run_id, seq=seq, at=draw(TIMES), status=status, worker=draw(st.none() | STRINGS),
-                       detail=draw(st.none() | STRINGS)) for seq in range(draw(st.integers(0, 2)))]  # fmt: skip
+    events = [
+        RunEvent(
+            run_id=run_id,
+            seq=seq,
+            at=draw(TIMES),
+            status=status,
+            worker=draw(st.none() | STRINGS),
+            detail=draw(st.none() | STRINGS),
+        )
+        for seq in range(draw(st.integers(0, 2)))
+    ]
     return archived(
-        run_id, status=status, spec=draw(specs()), plan=draw(plans()), result=result, error=draw(st.none() | STRINGS),
-        engine_version=draw(st.sampled_from(["0.1.0", "99.0-future", HOSTILE_MODEL])), created_at=draw(TIMES),
-        events=events, progress_step=draw(st.integers(0, 2**53)), total_steps=draw(st.none() | st.integers(0, 2**53)),
-    )  # fmt: skip
+        run_id,
+        status=status,
+        spec=draw(specs()),
+        plan=draw(plans()),
+        result=result,
+        error=draw(st.none() | STRINGS),
+        engine_version=draw(st.sampled_from(["0.1.0", "99.0-future", HOSTILE_MODEL])),
+        created_at=draw(TIMES),
+        events=events,
+        progress_step=draw(st.integers(0, 2**53)),
+        total_steps=draw(st.none() | st.integers(0, 2**53)),
+    )
 
 
 @st.composite
@@ -500,10 +601,13 @@ def stores(draw) -> tuple[list[ArchivedRun], ArchivedSweep]:
     count = draw(st.integers(1, 3))
     records = [draw(runs(f"run-{i}")) for i in range(count)]
     grid = draw(st.one_of(st.dictionaries(STRINGS, st.lists(JSON, max_size=3), max_size=2), JSON))
-    members = tuple(SweepMember(position=i, run_id=r.id, point=draw(st.dictionaries(STRINGS, JSON, max_size=3)))
-                    for i, r in enumerate(records))  # fmt: skip
-    sweep = ArchivedSweep(id="sweep-0", name=draw(st.none() | STRINGS), spec={"grid": grid}, created_at=draw(TIMES),
-                          members=members)  # fmt: skip
+    members = tuple(
+        SweepMember(position=i, run_id=r.id, point=draw(st.dictionaries(STRINGS, JSON, max_size=3)))
+        for i, r in enumerate(records)
+    )
+    sweep = ArchivedSweep(
+        id="sweep-0", name=draw(st.none() | STRINGS), spec={"grid": grid}, created_at=draw(TIMES), members=members
+    )
     return records, sweep
 
 
@@ -545,13 +649,34 @@ def test_every_page_survives_any_record_an_import_admits(monkeypatch, generated)
 
 def test_a_record_of_another_shape_still_gets_a_label_and_caption():
     """Records a store could hold from an older release, typed outside the schema: '?' and '–', never a crash."""
-    spec = {"dataset": ["not", "text"], "model": 3, "algorithm": {"x": 1}, "clip_norm": "1", "epochs": None,
-            "lot_size": "64", "seed": 1.5, "delta": "1e-5"}  # fmt: skip
-    run = RunRecord(id="odd", cache_key="k", spec=spec, engine_version="0", status=RunStatus.FINISHED,
-                    created_at=1e300, started_at=None, finished_at=None, heartbeat_at=None, worker=None,
-                    total_steps=None, progress_step=0, plan={"noise_multiplier": "x"},
-                    result={"epsilon": "1", "test_accuracy": None, "epsilons": [1]}, error=None,
-                    cancel_requested=False)  # fmt: skip
+    spec = {
+        "dataset": ["not", "text"],
+        "model": 3,
+        "algorithm": {"x": 1},
+        "clip_norm": "1",
+        "epochs": None,
+        "lot_size": "64",
+        "seed": 1.5,
+        "delta": "1e-5",
+    }
+    run = RunRecord(
+        id="odd",
+        cache_key="k",
+        spec=spec,
+        engine_version="0",
+        status=RunStatus.FINISHED,
+        created_at=1e300,
+        started_at=None,
+        finished_at=None,
+        heartbeat_at=None,
+        worker=None,
+        total_steps=None,
+        progress_step=0,
+        plan={"noise_multiplier": "x"},
+        result={"epsilon": "1", "test_accuracy": None, "epsilons": [1]},
+        error=None,
+        cancel_requested=False,
+    )
     assert spec_caption(spec) == "? · ? · ? · C=? · lot ? · ? epochs · lr ? · seed 1.5"
     assert run_label(run) == "odd · ['not', 'text']/3 · ε ∞ (non-private) · acc –"
     table = runs_table([run])

@@ -25,8 +25,9 @@ print(json.dumps({"took": took, "loaded": [name for name in lazy if name in sys.
 
 @pytest.mark.slow
 def test_warm_up_loads_the_lazy_modules_in_a_fresh_process():
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                         check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
+    )
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["took"] is not None and report["took"] > 0
     assert report["loaded"] == ["torch._dynamo", "sklearn.datasets", "dp_accounting.pld"]
@@ -35,9 +36,14 @@ def test_warm_up_loads_the_lazy_modules_in_a_fresh_process():
 @pytest.mark.slow
 def test_a_worker_warms_up_before_registering_and_records_nothing(home, store):
     submitted = submit(store, parse_spec(fast_spec(epochs=1))).run_id
-    worker = subprocess.run([sys.executable, "-m", "engine", "worker", "--once"], cwd=ROOT, text=True,
-                            capture_output=True, timeout=300,
-                            env={**os.environ, "DPLAB_HOME": str(home), "DPLAB_WARMUP": "1"})  # fmt: skip
+    worker = subprocess.run(
+        [sys.executable, "-m", "engine", "worker", "--once"],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        timeout=300,
+        env={**os.environ, "DPLAB_HOME": str(home), "DPLAB_WARMUP": "1"},
+    )
     assert worker.returncode == 0, worker.stderr
     log = worker.stderr
     assert "warm-up took" in log

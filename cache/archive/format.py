@@ -74,8 +74,10 @@ class ArchivedRun:
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in RUN_FIELDS if k != "events"} | {"status": self.status.value}
-        events = [{"seq": e.seq, "at": e.at, "status": e.status.value, "worker": e.worker, "detail": e.detail}
-                  for e in self.events]  # fmt: skip
+        events = [
+            {"seq": e.seq, "at": e.at, "status": e.status.value, "worker": e.worker, "detail": e.detail}
+            for e in self.events
+        ]
         return out | {"events": events}
 
 
@@ -113,10 +115,17 @@ class Archive:
     privacy_note: str = ""  # what `private_diagnostics` means for this archive, in words
 
     def manifest(self) -> dict[str, Any]:
-        return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "created_at": self.created_at,
-                "engine_version": self.engine_version, "run_count": len(self.runs), "sweep_count": len(self.sweeps),
-                "includes_metrics": self.includes_metrics, "private_diagnostics": self.private_diagnostics,
-                "privacy_note": self.privacy_note}  # fmt: skip
+        return {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "created_at": self.created_at,
+            "engine_version": self.engine_version,
+            "run_count": len(self.runs),
+            "sweep_count": len(self.sweeps),
+            "includes_metrics": self.includes_metrics,
+            "private_diagnostics": self.private_diagnostics,
+            "privacy_note": self.privacy_note,
+        }
 
 
 # ---------------------------------------------------------------------------------------- checks
@@ -202,8 +211,9 @@ def _nullable(check: Check) -> Check:
 
 def _id(value: Any, where: str) -> str:
     if not isinstance(value, str) or not re.fullmatch(SAFE_ID, value):
-        raise ArchiveError(f"{where}: must be 1 to 64 letters, digits, '_' or '-', starting with a letter or digit; "
-                           f"got {value!r:.80}")  # fmt: skip
+        raise ArchiveError(
+            f"{where}: must be 1 to 64 letters, digits, '_' or '-', starting with a letter or digit; got {value!r:.80}"
+        )
     return value
 
 
@@ -279,23 +289,49 @@ def _list(value: Any, where: str, *, item: Check) -> list[Any]:
 
 _tiny_text = partial(_text, limit=256)
 _any_text = _nullable(partial(_text, shortest=0))
-EVENT_FIELDS: dict[str, Check] = {"seq": _int, "at": _number, "status": _status, "worker": _any_text,
-                                  "detail": _any_text}  # fmt: skip
+EVENT_FIELDS: dict[str, Check] = {
+    "seq": _int,
+    "at": _number,
+    "status": _status,
+    "worker": _any_text,
+    "detail": _any_text,
+}
 _numbers = _nullable(partial(_tree, allow_inf=True))  # plans and results: ±Infinity allowed
 RUN_FIELDS: dict[str, Check] = {
-    "id": _id, "cache_key": _tiny_text, "engine_version": _tiny_text, "status": partial(_status, allowed=TERMINAL),
-    "spec": _tree, "plan": _numbers, "result": _numbers,
-    "error": _any_text, "created_at": _number, "started_at": _nullable(_number),
-    "finished_at": _nullable(_number), "progress_step": _int, "total_steps": _nullable(_int), "attempts": _int,
+    "id": _id,
+    "cache_key": _tiny_text,
+    "engine_version": _tiny_text,
+    "status": partial(_status, allowed=TERMINAL),
+    "spec": _tree,
+    "plan": _numbers,
+    "result": _numbers,
+    "error": _any_text,
+    "created_at": _number,
+    "started_at": _nullable(_number),
+    "finished_at": _nullable(_number),
+    "progress_step": _int,
+    "total_steps": _nullable(_int),
+    "attempts": _int,
     "events": partial(_list, item=partial(check_fields, checks=EVENT_FIELDS)),
-}  # fmt: skip
+}
 MEMBER_FIELDS: dict[str, Check] = {"position": _int, "run_id": _id, "point": _tree}
 SWEEP_FIELDS: dict[str, Check] = {
-    "id": _id, "name": _nullable(partial(_text, shortest=0, limit=1000)), "spec": _tree, "created_at": _number,
+    "id": _id,
+    "name": _nullable(partial(_text, shortest=0, limit=1000)),
+    "spec": _tree,
+    "created_at": _number,
     "members": partial(_list, item=partial(check_fields, checks=MEMBER_FIELDS)),
-}  # fmt: skip
-MANIFEST_FIELDS: dict[str, Check] = {"format": _tiny_text, "format_version": _int, "created_at": _number,
-                                     "engine_version": _tiny_text, "run_count": _int, "sweep_count": _int,
-                                     "includes_metrics": _bool}  # fmt: skip
-MANIFEST_OPTIONAL: dict[str, Check] = {"private_diagnostics": _bool,
-                                       "privacy_note": partial(_text, shortest=0, limit=2000)}  # fmt: skip
+}
+MANIFEST_FIELDS: dict[str, Check] = {
+    "format": _tiny_text,
+    "format_version": _int,
+    "created_at": _number,
+    "engine_version": _tiny_text,
+    "run_count": _int,
+    "sweep_count": _int,
+    "includes_metrics": _bool,
+}
+MANIFEST_OPTIONAL: dict[str, Check] = {
+    "private_diagnostics": _bool,
+    "privacy_note": partial(_text, shortest=0, limit=2000),
+}

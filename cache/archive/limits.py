@@ -17,8 +17,13 @@ from typing import Any, BinaryIO
 
 MAX_INTEGER_DIGITS = 100  # any integer the lab reads (a seed, a step count) has far fewer
 MAX_SHOWN_PATH = 160  # characters of a path in a message: its start and its end
-KINDS = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device",
-         stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}  # fmt: skip
+KINDS = {
+    stat.S_ISDIR: "a directory",
+    stat.S_ISFIFO: "a FIFO (named pipe)",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISSOCK: "a socket",
+}
 
 
 class InputError(ValueError):
@@ -85,8 +90,9 @@ def read_limited(handle: BinaryIO, *, limit: int, where: str, what: str) -> byte
 
 def _bounded_int(text: str) -> int:
     if len(text) - text.startswith("-") > MAX_INTEGER_DIGITS:
-        raise InputError(f"an integer of {len(text) - text.startswith('-'):,} digits; at most "
-                         f"{MAX_INTEGER_DIGITS} are read")  # fmt: skip
+        raise InputError(
+            f"an integer of {len(text) - text.startswith('-'):,} digits; at most {MAX_INTEGER_DIGITS} are read"
+        )
     return int(text)
 
 

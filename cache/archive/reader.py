@@ -53,8 +53,17 @@ CSV_HEADER = "step,name,value"
 NUMBER_CHARACTERS = "0123456789+-.eE"  # what may follow a number's text that the buffer ends with
 FIXED_MEMBERS = ("manifest.json", "runs.json", "sweeps.json")
 Source = bytes | bytearray | memoryview | str | os.PathLike | BinaryIO
-ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, EOFError, OSError, ValueError,
-              NotImplementedError, RuntimeError)  # fmt: skip
+ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    struct.error,
+    EOFError,
+    OSError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+)
 
 
 def _open_source(source: Source) -> BinaryIO:
@@ -114,8 +123,10 @@ class ArchiveReader(AbstractContextManager):
             if name == "metrics/" and info.is_dir():
                 continue
             if name not in FIXED_MEMBERS and not METRICS_MEMBER.fullmatch(name):
-                raise ArchiveError(f"unexpected member {name!r:.120}: an archive holds manifest.json, runs.json, "
-                                   "sweeps.json and metrics/<run id>.csv only")  # fmt: skip
+                raise ArchiveError(
+                    f"unexpected member {name!r:.120}: an archive holds manifest.json, runs.json, "
+                    "sweeps.json and metrics/<run id>.csv only"
+                )
             if name in out:
                 raise ArchiveError(f"{name}: appears twice in the archive")
             if info.flag_bits & 0x1:
@@ -203,8 +214,9 @@ class ArchiveReader(AbstractContextManager):
             self.run_ids.add(run.id)
             yield run
         if self.manifest["run_count"] != len(self.run_ids):
-            raise ArchiveError(f"manifest.json: run_count is {self.manifest['run_count']} but the archive holds "
-                               f"{len(self.run_ids)}")  # fmt: skip
+            raise ArchiveError(
+                f"manifest.json: run_count is {self.manifest['run_count']} but the archive holds {len(self.run_ids)}"
+            )
         for run_id, member in sorted(self.metric_members.items()):
             if run_id not in self.run_ids:
                 raise ArchiveError(f"{member}: metrics for run {run_id!r}, which is not in runs.json")
@@ -231,8 +243,10 @@ class ArchiveReader(AbstractContextManager):
                     where = f"{name}: line {reader.line_num + 1}"
                     if (step, metric) == previous:
                         raise ArchiveError(f"{where}: step {step} of {metric!r:.80} appears twice")
-                    raise ArchiveError(f"{where}: step {step} of {metric!r:.80} comes after step {previous[0]} of "
-                                       f"{previous[1]!r:.80}; rows are in (step, name) order")  # fmt: skip
+                    raise ArchiveError(
+                        f"{where}: step {step} of {metric!r:.80} comes after step {previous[0]} of "
+                        f"{previous[1]!r:.80}; rows are in (step, name) order"
+                    )
                 previous = (step, metric)
                 yield step, metric, value
         except csv.Error as exc:
@@ -244,8 +258,9 @@ class ArchiveReader(AbstractContextManager):
             raise RuntimeError("ArchiveReader.sweeps() needs runs() to have been read to its end")
         if "sweeps.json" not in self.infos:
             if self.manifest["sweep_count"] != 0:
-                raise ArchiveError(f"manifest.json: sweep_count is {self.manifest['sweep_count']} but the archive "
-                                   "holds 0")  # fmt: skip
+                raise ArchiveError(
+                    f"manifest.json: sweep_count is {self.manifest['sweep_count']} but the archive holds 0"
+                )
             return
         seen: set[str] = set()
         for index, raw in enumerate(self._elements("sweeps.json")):
@@ -255,8 +270,9 @@ class ArchiveReader(AbstractContextManager):
             seen.add(sweep.id)
             yield sweep
         if self.manifest["sweep_count"] != len(seen):
-            raise ArchiveError(f"manifest.json: sweep_count is {self.manifest['sweep_count']} but the archive holds "
-                               f"{len(seen)}")  # fmt: skip
+            raise ArchiveError(
+                f"manifest.json: sweep_count is {self.manifest['sweep_count']} but the archive holds {len(seen)}"
+            )
 
     def check_all(self) -> None:
         """Read every member to its end with every check, keeping nothing."""
@@ -331,8 +347,9 @@ def json_array(chunks: Iterator[str], *, where: str) -> Iterator[Any]:
                 return value
             except json.JSONDecodeError as exc:
                 if len(buffer) - position > MAX_ELEMENT_BYTES:
-                    raise ArchiveError(f"{where}: not valid JSON, or an element larger than "
-                                       f"{MAX_ELEMENT_BYTES:,} characters") from None  # fmt: skip
+                    raise ArchiveError(
+                        f"{where}: not valid JSON, or an element larger than {MAX_ELEMENT_BYTES:,} characters"
+                    ) from None
                 if not more():
                     raise invalid(exc.msg, exc.pos) from None
             except InputError as exc:
@@ -384,7 +401,13 @@ def read_archive(source: Source) -> Archive:
         metrics = {run.id: list(reader.metric_rows(run.id)) for run in runs if run.id in reader.metric_members}
         sweeps = tuple(reader.sweeps())
         manifest = reader.manifest
-    return Archive(engine_version=manifest["engine_version"], runs=runs, metrics=metrics, sweeps=sweeps,
-                   includes_metrics=manifest["includes_metrics"], created_at=manifest["created_at"],
-                   private_diagnostics=manifest["private_diagnostics"],
-                   privacy_note=manifest["privacy_note"])  # fmt: skip
+    return Archive(
+        engine_version=manifest["engine_version"],
+        runs=runs,
+        metrics=metrics,
+        sweeps=sweeps,
+        includes_metrics=manifest["includes_metrics"],
+        created_at=manifest["created_at"],
+        private_diagnostics=manifest["private_diagnostics"],
+        privacy_note=manifest["privacy_note"],
+    )

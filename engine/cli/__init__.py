@@ -24,8 +24,7 @@ from engine.privacy import PrivacyError
 from engine.training import DatasetError, SpecError
 
 __all__ = ["CliError", "build_parser", "main"]
-EXPECTED_ERRORS = (CliError, SpecError, DatasetError, PrivacyError, StoreError, SettingError, ArchiveError,
-                   InputError)  # fmt: skip
+EXPECTED_ERRORS = (CliError, SpecError, DatasetError, PrivacyError, StoreError, SettingError, ArchiveError, InputError)
 MAX_MESSAGE = 1000  # characters of an error message: its start and, past the cut, its length
 
 

@@ -34,9 +34,16 @@ def cmd_baseline(args: argparse.Namespace, store: Store | None) -> None:
     data = load_dataset(args.dataset, default_data_dirs())
     started = time.perf_counter()
     result = sklearn_logistic_regression(data)
-    emit({"dataset": args.dataset, "baseline": result.name, "test_accuracy": result.test_accuracy,
-          "majority_class_accuracy": result.majority_class_accuracy, "seconds": time.perf_counter() - started,
-          "private": False})  # fmt: skip
+    emit(
+        {
+            "dataset": args.dataset,
+            "baseline": result.name,
+            "test_accuracy": result.test_accuracy,
+            "majority_class_accuracy": result.majority_class_accuracy,
+            "seconds": time.perf_counter() - started,
+            "private": False,
+        }
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:

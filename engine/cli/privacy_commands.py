@@ -38,8 +38,10 @@ def dpsgd_schedule(args: argparse.Namespace) -> tuple[float, int]:
     elif args.epochs is not None:
         steps = steps_at_rate(epochs=args.epochs, sampling_rate=rate)
         if limits.ACCOUNTED_STEPS.problem(steps) is not None:
-            raise CliError(f"--epochs {args.epochs:g} at sampling rate {rate:g} is {steps:,} steps; "
-                           f"--steps must be {limits.ACCOUNTED_STEPS.describe()}")  # fmt: skip
+            raise CliError(
+                f"--epochs {args.epochs:g} at sampling rate {rate:g} is {steps:,} steps; "
+                f"--steps must be {limits.ACCOUNTED_STEPS.describe()}"
+            )
     else:
         raise CliError("give --steps, or --epochs")
     return rate, steps
@@ -74,8 +76,14 @@ def cmd_calibrate(args: argparse.Namespace, store: Store | None) -> None:
     if not sigmas:
         raise CliError("no accountant applies: " + "; ".join(missing.values()))
     name, sigma = min(sigmas.items(), key=lambda item: item[1])
-    out = {"noise_multiplier": sigma, "accountant": name, "epsilon": args.epsilon, "delta": args.delta,
-           "sampling_rate": rate, "steps": steps}  # fmt: skip
+    out = {
+        "noise_multiplier": sigma,
+        "accountant": name,
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+        "sampling_rate": rate,
+        "steps": steps,
+    }
     if args.all:
         out |= {"noise_multipliers": sigmas, "not_applicable": missing}
     emit(out)
@@ -87,8 +95,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("calibrate", cmd_calibrate, "the smallest σ meeting a target ε (default: the tightest accountant)"),
     ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--sampling-rate", type=bounded(limits.SAMPLING_RATE),
-                       help="q; or give --dataset-size and --lot-size")  # fmt: skip
+        p.add_argument(
+            "--sampling-rate", type=bounded(limits.SAMPLING_RATE), help="q; or give --dataset-size and --lot-size"
+        )
         p.add_argument("--dataset-size", type=bounded(DATASET_SIZE), help="N")
         p.add_argument("--lot-size", type=bounded(DATASET_SIZE), help="expected lot size L (q = L/N)")
         p.add_argument("--steps", type=bounded(limits.ACCOUNTED_STEPS), help="T; or give --epochs (T = ⌈epochs / q⌉)")

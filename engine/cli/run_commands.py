@@ -37,10 +37,19 @@ def cmd_train(args: argparse.Namespace, store: Store) -> None:
     run = new_run(spec, options)
     if not args.force and (answer := answer_from_store(store, run.cache_key)) is not None and answer.cached:
         if answer.imported and not args.quiet:
-            print(f"served from run {answer.run_id}, imported from an archive whose results you chose to serve "
-                  "from the cache; --force trains it here", file=sys.stderr)  # fmt: skip
-        emit({**store.get_run(answer.run_id).result, "cached": True, "imported": answer.imported,
-              "run_id": answer.run_id})  # fmt: skip
+            print(
+                f"served from run {answer.run_id}, imported from an archive whose results you chose to serve "
+                "from the cache; --force trains it here",
+                file=sys.stderr,
+            )
+        emit(
+            {
+                **store.get_run(answer.run_id).result,
+                "cached": True,
+                "imported": answer.imported,
+                "run_id": answer.run_id,
+            }
+        )
         return
     plan = plan_spec(spec)
     data_dirs = settings.default_data_dirs()
@@ -48,8 +57,14 @@ def cmd_train(args: argparse.Namespace, store: Store) -> None:
     name = f"cli@{socket.gethostname()}:{os.getpid()}"
     store.register_worker(name, backend="cli", host=socket.gethostname(), pid=os.getpid(), device=None)
     planned = {"noise_multiplier": plan.noise_multiplier} if plan.noise_multiplier is not None else None
-    run_id = store.create_run(spec=run.spec, cache_key=run.cache_key, engine_version=run.engine_version,
-                              status=RunStatus.RUNNING, worker=name, plan=planned)  # fmt: skip
+    run_id = store.create_run(
+        spec=run.spec,
+        cache_key=run.cache_key,
+        engine_version=run.engine_version,
+        status=RunStatus.RUNNING,
+        worker=name,
+        plan=planned,
+    )
     recorder = RunRecorder(store, store.get_run(run_id), worker=name)
     last_print = [0.0]
 
@@ -104,8 +119,10 @@ def cmd_sweep(args: argparse.Namespace, store: Store) -> None:
 def _stacks_note(submission: SweepSubmission) -> str:
     if not submission.stacks:
         return ""
-    return (f"; {submission.stacked} of the queued runs in {submission.stacks} vectorized "
-            f"stack{'s' * (submission.stacks > 1)} (at most {settings.stack_max()} runs each)")  # fmt: skip
+    return (
+        f"; {submission.stacked} of the queued runs in {submission.stacks} vectorized "
+        f"stack{'s' * (submission.stacks > 1)} (at most {settings.stack_max()} runs each)"
+    )
 
 
 def backend_of(args: argparse.Namespace) -> str:
@@ -120,8 +137,9 @@ def cmd_worker(args: argparse.Namespace, store: Store) -> None:
     if backend == "ray":
         from engine.jobs.workers.ray_backend import RayDispatcher  # Ray is imported only when asked for
 
-        dispatcher = RayDispatcher(store, address=args.ray_address, gpus_per_run=args.gpus_per_run,
-                                   max_in_flight=args.workers)  # fmt: skip
+        dispatcher = RayDispatcher(
+            store, address=args.ray_address, gpus_per_run=args.gpus_per_run, max_in_flight=args.workers
+        )
         dispatcher.run(poll_s=args.poll, exit_when_idle=args.once)
         return
     if args.pool_child is not None or args.once:
@@ -173,9 +191,14 @@ def run_line(r: RunRecord) -> str:
 
 def cmd_show(args: argparse.Namespace, store: Store) -> None:
     run = store.get_run(args.run)
-    out = {**run.summary(), "plan": run.plan, "cancel_requested": run.cancel_requested,
-           "events": [{"at": e.at, "status": e.status.value, "worker": e.worker, "detail": e.detail}
-                      for e in store.events(run.id)]}  # fmt: skip
+    out = {
+        **run.summary(),
+        "plan": run.plan,
+        "cancel_requested": run.cancel_requested,
+        "events": [
+            {"at": e.at, "status": e.status.value, "worker": e.worker, "detail": e.detail} for e in store.events(run.id)
+        ],
+    }
     if args.metrics:
         out["metrics"] = [{"step": s, "name": n, "value": v} for s, n, v in store.metrics(run.id)]
     emit(out)
@@ -221,13 +244,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_sweep, needs_store=True)
 
     p = sub.add_parser("worker", help="train queued runs: a pool of local worker processes, or Ray tasks")
-    p.add_argument("--workers", type=_positive_int, default=None,
-                   help="local worker processes (default: one per GPU, else 1; DPLAB_WORKERS); with --backend ray:"
-                        " the most runs in flight")  # fmt: skip
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="local worker processes (default: one per GPU, else 1; DPLAB_WORKERS); with --backend ray:"
+        " the most runs in flight",
+    )
     p.add_argument("--backend", choices=BACKENDS, default=None, help="default: ray when RAY_ADDRESS is set, else local")
     p.add_argument("--ray-address", default=None, help="Ray cluster address (default: RAY_ADDRESS, else 'auto')")
-    p.add_argument("--gpus-per-run", type=_gpu_fraction, default=None,
-                   help="Ray: GPUs per run (a fraction lets runs share a GPU; default 0.25 with GPUs)")  # fmt: skip
+    p.add_argument(
+        "--gpus-per-run",
+        type=_gpu_fraction,
+        default=None,
+        help="Ray: GPUs per run (a fraction lets runs share a GPU; default 0.25 with GPUs)",
+    )
     p.add_argument("--once", action="store_true", help="one worker in this process; exit when the queue is empty")
     p.add_argument("--poll", type=_poll_seconds, default=0.5, help="seconds between queue polls when idle")
     p.add_argument("--pool-child", type=int, default=None, help=argparse.SUPPRESS)

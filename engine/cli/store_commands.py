@@ -33,9 +33,14 @@ def cmd_export(args: argparse.Namespace, store: Store) -> None:
     if args.all and (args.runs or args.sweep):
         raise CliError("export: --all exports every run; give it alone, without run ids or --sweep")
     try:
-        export = prepare_export(store, args.runs, sweep_id=args.sweep, all_runs=args.all,
-                                include_metrics=not args.no_metrics,
-                                include_private_diagnostics=args.include_private_diagnostics)  # fmt: skip
+        export = prepare_export(
+            store,
+            args.runs,
+            sweep_id=args.sweep,
+            all_runs=args.all,
+            include_metrics=not args.no_metrics,
+            include_private_diagnostics=args.include_private_diagnostics,
+        )
         path = export.save(args.output)
     except ArchiveError as exc:
         raise CliError(f"export: {exc}") from None
@@ -66,8 +71,10 @@ def cmd_import(args: argparse.Namespace, store: Store) -> None:
         f"engine {report.archive_engine_version}"
     )
     if report.cache_hits:
-        print(f"{len(report.cache_hits)} finished run(s) now answer identical submissions from the cache "
-              "(--serve-from-cache; marked imported)")  # fmt: skip
+        print(
+            f"{len(report.cache_hits)} finished run(s) now answer identical submissions from the cache "
+            "(--serve-from-cache; marked imported)"
+        )
     reasons: dict[str, list[str]] = {}
     for run_id, why in report.not_cached:
         reasons.setdefault(why, []).append(run_id)
@@ -163,18 +170,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--all", action="store_true", help="every run and sweep")
     p.add_argument("-o", "--output", required=True, metavar="FILE.zip")
     p.add_argument("--no-metrics", action="store_true", help="specs and results only, no per-step metrics")
-    p.add_argument("--include-private-diagnostics", action="store_true",
-                   help="also export what was computed on the private training data and is not released (each "
-                        "step's lot loss, accuracy and size, clip fraction, gradient-norm quantiles, regret, "
-                        "timings): no epsilon covers them; the manifest records the choice. Default: released "
-                        "values only (epsilon by step, test-set accuracy and loss, epoch)")  # fmt: skip
+    p.add_argument(
+        "--include-private-diagnostics",
+        action="store_true",
+        help="also export what was computed on the private training data and is not released (each "
+        "step's lot loss, accuracy and size, clip fraction, gradient-norm quantiles, regret, "
+        "timings): no epsilon covers them; the manifest records the choice. Default: released "
+        "values only (epsilon by step, test-set accuracy and loss, epoch)",
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", help="add the runs of an archive to the store (all or nothing)")
     p.add_argument("file", metavar="FILE.zip")
-    p.add_argument("--serve-from-cache", action="store_true",
-                   help="let the archive's finished runs answer identical submissions here, as cache hits marked "
-                        "imported (only for an archive you trust: its results were computed elsewhere)")  # fmt: skip
+    p.add_argument(
+        "--serve-from-cache",
+        action="store_true",
+        help="let the archive's finished runs answer identical submissions here, as cache hits marked "
+        "imported (only for an archive you trust: its results were computed elsewhere)",
+    )
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("delete", help="delete runs with their metrics and history (asks first)")

@@ -38,8 +38,14 @@ PRIVATE_DIAGNOSTICS = frozenset(
 )
 # Parts of a result field's name that mark it as a private diagnostic (a final training loss, a summary of
 # gradient norms, ...), besides the exact names above.
-PRIVATE_RESULT_STEMS = ("train_loss", "train_accuracy", "lot_accuracy", "grad_norm", "clip_fraction",
-                        "regret_nonprivate")  # fmt: skip
+PRIVATE_RESULT_STEMS = (
+    "train_loss",
+    "train_accuracy",
+    "lot_accuracy",
+    "grad_norm",
+    "clip_fraction",
+    "regret_nonprivate",
+)
 DIAGNOSTICS_NOTE = {
     False: (
         "Per-step metrics hold only released values: epsilon by step for each accountant, accuracy and loss on "
@@ -57,8 +63,10 @@ DIAGNOSTICS_NOTE = {
 
 # A run on an uploaded CSV may fail on one of its cells, and the error (and the status history's detail) quotes
 # the cell: a value read from the private file. Default exports carry this note in its place.
-WITHHELD_ERROR = ("error text withheld from this export: it may quote values of the uploaded training file "
-                  "(export with private diagnostics to include it)")  # fmt: skip
+WITHHELD_ERROR = (
+    "error text withheld from this export: it may quote values of the uploaded training file "
+    "(export with private diagnostics to include it)"
+)
 UPLOAD_PREFIX = "csv:"
 
 

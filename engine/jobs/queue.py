@@ -29,8 +29,9 @@ class Submission:
 
 def _submission(store: Store, run_id: str, answer: Answer) -> Submission:
     imported = answer is not Answer.CREATED and store.get_run(run_id).imported
-    return Submission(run_id=run_id, cached=answer is Answer.CACHED, existing=answer is not Answer.CREATED,
-                      imported=imported)  # fmt: skip
+    return Submission(
+        run_id=run_id, cached=answer is Answer.CACHED, existing=answer is not Answer.CREATED, imported=imported
+    )
 
 
 def answer_from_store(store: Store, key: str) -> Submission | None:
@@ -40,12 +41,23 @@ def answer_from_store(store: Store, key: str) -> Submission | None:
 
 
 def new_run(spec: RunSpec, options: JobOptions, *, plan: dict | None = None) -> NewRun:
-    return NewRun(spec=spec.to_dict(), cache_key=spec.cache_key(ENGINE_VERSION), engine_version=ENGINE_VERSION,
-                  requeues=options.requeues, plan=plan)  # fmt: skip
+    return NewRun(
+        spec=spec.to_dict(),
+        cache_key=spec.cache_key(ENGINE_VERSION),
+        engine_version=ENGINE_VERSION,
+        requeues=options.requeues,
+        plan=plan,
+    )
 
 
-def submit(store: Store, spec: RunSpec, *, force: bool = False, options: JobOptions | None = None,
-           planned_noise_multiplier: float | None = None) -> Submission:  # fmt: skip
+def submit(
+    store: Store,
+    spec: RunSpec,
+    *,
+    force: bool = False,
+    options: JobOptions | None = None,
+    planned_noise_multiplier: float | None = None,
+) -> Submission:
     """Queue `spec` (or answer from the cache, or with the identical run already queued), in one store
     transaction. `planned_noise_multiplier`: the σ the submitter already calibrated for it; the worker
     checks it with its own accountant instead of searching again."""

@@ -76,8 +76,11 @@ class BackgroundAccounting:
 
     def _run(self) -> None:
         lower_thread_priority(BACKGROUND_NICE)
-        ledgers = [(c.run_ids, ledger, c.plan.delta, pld.grid(ledger.steps, ACCOUNTANT_GRID_POINTS))
-                   for c in self.curves if (ledger := c.plan.ledger()) is not None]  # none: not private  # fmt: skip
+        ledgers = [
+            (c.run_ids, ledger, c.plan.delta, pld.grid(ledger.steps, ACCOUNTANT_GRID_POINTS))
+            for c in self.curves
+            if (ledger := c.plan.ledger()) is not None
+        ]  # none: not private
         intervals: dict[int, float] = {}
         try:
             for name in CHEAP_ACCOUNTANTS:

@@ -26,8 +26,17 @@ from engine.training import TrainResult
 from engine.training.config.keys import RANGES, SCHEDULES
 
 Check = Callable[[Any], bool]
-SPEC_STRINGS = ("dataset", "model", "algorithm", "optimizer", "clipping", "features", "aniso_granularity",
-                "data_sha256", "noise")  # fmt: skip
+SPEC_STRINGS = (
+    "dataset",
+    "model",
+    "algorithm",
+    "optimizer",
+    "clipping",
+    "features",
+    "aniso_granularity",
+    "data_sha256",
+    "noise",
+)
 REQUIRED_SPEC_STRINGS = ("dataset", "model", "algorithm")
 STACK_NUMBERS = ("members", "lead_seed", "joint_delta")
 JOINT_EPSILONS = ("joint_epsilon", "joint_epsilon_rdp")  # this engine's (+∞ allowed), or an engine < 0.4.0's
@@ -145,8 +154,9 @@ def check_stack(stack: Mapping[str, Any]) -> None:
         raise RunShapeError("result.stack.joint_accountant", f"must be a string; got {brief(accountant)}")
 
 
-def check_shown_fields(*, status: RunStatus, spec: Mapping[str, Any], plan: Mapping[str, Any] | None,
-                       result: Mapping[str, Any] | None) -> None:  # fmt: skip
+def check_shown_fields(
+    *, status: RunStatus, spec: Mapping[str, Any], plan: Mapping[str, Any] | None, result: Mapping[str, Any] | None
+) -> None:
     """`RunShapeError` naming the first field a page could not show; a finished run must have a result."""
     check_spec(spec)
     if plan is not None:

@@ -59,8 +59,14 @@ def train_claimed(
         if on_step is not None:
             on_step(record)
 
-    result = train(parsed, plan=plan or plan_spec(parsed), data_dirs=list(data_dirs), on_step=step,
-                   should_stop=should_stop, dataset=dataset)  # fmt: skip
+    result = train(
+        parsed,
+        plan=plan or plan_spec(parsed),
+        data_dirs=list(data_dirs),
+        on_step=step,
+        should_stop=should_stop,
+        dataset=dataset,
+    )
     batcher.flush()
     return result.to_dict()
 

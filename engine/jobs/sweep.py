@@ -63,9 +63,15 @@ class SweepSubmission:
     stacked: int = 0  # created runs in those stacks
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sweep_id": self.sweep_id, "run_ids": list(self.run_ids), "created": self.created,
-                "cached": self.cached, "existing": self.existing, "stacks": self.stacks,
-                "stacked": self.stacked}  # fmt: skip
+        return {
+            "sweep_id": self.sweep_id,
+            "run_ids": list(self.run_ids),
+            "created": self.created,
+            "cached": self.cached,
+            "existing": self.existing,
+            "stacks": self.stacks,
+            "stacked": self.stacked,
+        }
 
 
 def _is_scalar(value: Any) -> bool:
@@ -152,8 +158,9 @@ def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmiss
     seen: dict[str, str] = {}
     for point in points:
         try:
-            training, options = split_job_options({**point.spec, **({"on_worker_lost": raw["on_worker_lost"]}
-                                                                     if "on_worker_lost" in raw else {})})  # fmt: skip
+            training, options = split_job_options(
+                {**point.spec, **({"on_worker_lost": raw["on_worker_lost"]} if "on_worker_lost" in raw else {})}
+            )
             parsed = parse_spec(training)
             run = new_run(parsed, options)
         except SpecError as exc:
@@ -172,7 +179,12 @@ def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmiss
     sweep_id, answers = store.create_sweep(spec=spec, name=raw.get("name"), members=members, force=force)
     created = [stacks[i] if stacks else None for i, (_, a) in enumerate(answers) if a is Answer.CREATED]
     stacked = [s for s in created if s is not None and created.count(s) > 1]
-    return SweepSubmission(sweep_id=sweep_id, run_ids=tuple(run_id for run_id, _ in answers),
-                           created=len(created), cached=sum(a is Answer.CACHED for _, a in answers),
-                           existing=sum(a is Answer.EXISTING for _, a in answers), stacks=len(set(stacked)),
-                           stacked=len(stacked))  # fmt: skip
+    return SweepSubmission(
+        sweep_id=sweep_id,
+        run_ids=tuple(run_id for run_id, _ in answers),
+        created=len(created),
+        cached=sum(a is Answer.CACHED for _, a in answers),
+        existing=sum(a is Answer.EXISTING for _, a in answers),
+        stacks=len(set(stacked)),
+        stacked=len(stacked),
+    )

@@ -161,8 +161,11 @@ def prepare_export(
         )
     if not include_private_diagnostics:
         archive = released_only(archive)
-    archive = replace(archive, private_diagnostics=include_private_diagnostics,
-                      privacy_note=DIAGNOSTICS_NOTE[include_private_diagnostics])  # fmt: skip
+    archive = replace(
+        archive,
+        private_diagnostics=include_private_diagnostics,
+        privacy_note=DIAGNOSTICS_NOTE[include_private_diagnostics],
+    )
     return Export(
         data=write_archive(archive),
         run_ids=tuple(r.id for r in archive.runs),
@@ -185,8 +188,9 @@ def without_uploaded_values(run: ArchivedRun) -> ArchivedRun:
     """A run on an uploaded CSV with its error texts withheld (they may quote a cell of the private file)."""
     if not quotes_uploaded_values(run.spec):
         return run
-    events = tuple(replace(e, detail=WITHHELD_ERROR) if e.detail and e.status is RunStatus.FAILED else e
-                   for e in run.events)  # fmt: skip
+    events = tuple(
+        replace(e, detail=WITHHELD_ERROR) if e.detail and e.status is RunStatus.FAILED else e for e in run.events
+    )
     return replace(run, error=WITHHELD_ERROR if run.error else None, events=events)
 
 
@@ -200,8 +204,14 @@ def export_runs(
     include_private_diagnostics: bool = False,
 ) -> bytes:
     """The zip bytes of `prepare_export` (a download for the dashboard)."""
-    return prepare_export(store, run_ids, sweep_id=sweep_id, all_runs=all_runs, include_metrics=include_metrics,
-                          include_private_diagnostics=include_private_diagnostics).data  # fmt: skip
+    return prepare_export(
+        store,
+        run_ids,
+        sweep_id=sweep_id,
+        all_runs=all_runs,
+        include_metrics=include_metrics,
+        include_private_diagnostics=include_private_diagnostics,
+    ).data
 
 
 def import_runs(store: Store, data: Source, *, serve_from_cache: bool = False) -> ImportReport:
@@ -291,7 +301,12 @@ def summarize_archive(data: Source) -> ArchiveSummary:
         sweeps = sum(1 for _ in reader.sweeps())
         manifest = reader.manifest
         ids = tuple(sorted(reader.run_ids))
-    return ArchiveSummary(run_ids=ids, statuses=tuple(statuses), sweeps=sweeps,
-                          engine_version=manifest["engine_version"], created_at=manifest["created_at"],
-                          includes_metrics=manifest["includes_metrics"],
-                          private_diagnostics=manifest["private_diagnostics"])  # fmt: skip
+    return ArchiveSummary(
+        run_ids=ids,
+        statuses=tuple(statuses),
+        sweeps=sweeps,
+        engine_version=manifest["engine_version"],
+        created_at=manifest["created_at"],
+        includes_metrics=manifest["includes_metrics"],
+        private_diagnostics=manifest["private_diagnostics"],
+    )

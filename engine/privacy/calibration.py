@@ -97,8 +97,13 @@ def calibrate_sigma(
 INTEGER_ORDERS: tuple[float, ...] = tuple(a for a in rdp.DEFAULT_ORDERS if float(a).is_integer())
 
 
-def _calibrate_rdp(make_ledger: Callable[[float], PrivacyLedger], eps: Callable[[float], float], target: float,
-                   delta: float, tolerance: float) -> float:  # fmt: skip
+def _calibrate_rdp(
+    make_ledger: Callable[[float], PrivacyLedger],
+    eps: Callable[[float], float],
+    target: float,
+    delta: float,
+    tolerance: float,
+) -> float:
     """RDP calibration in two stages, each evaluation by dp_accounting's RDP of the ledger's events.
 
     1. Over the integer orders only (dp_accounting computes those ~5× faster than the fractional ones,
@@ -111,8 +116,11 @@ def _calibrate_rdp(make_ledger: Callable[[float], PrivacyLedger], eps: Callable[
 
     @cache
     def eps_int(sigma: float) -> float:
-        return float(rdp.curve(make_ledger(sigma), delta=delta, steps=[make_ledger(sigma).steps],
-                               orders=INTEGER_ORDERS).final_epsilon)  # fmt: skip
+        return float(
+            rdp.curve(
+                make_ledger(sigma), delta=delta, steps=[make_ledger(sigma).steps], orders=INTEGER_ORDERS
+            ).final_epsilon
+        )
 
     low, high = _doubling_bracket(eps_int, target)
     sigma_int = _brent_feasible(eps_int, target, low, high, tolerance)
@@ -126,8 +134,9 @@ def _calibrate_rdp(make_ledger: Callable[[float], PrivacyLedger], eps: Callable[
 
     @cache
     def eps_near(sigma: float) -> float:
-        return float(rdp.curve(make_ledger(sigma), delta=delta, steps=[make_ledger(sigma).steps],
-                               orders=near).final_epsilon)  # fmt: skip
+        return float(
+            rdp.curve(make_ledger(sigma), delta=delta, steps=[make_ledger(sigma).steps], orders=near).final_epsilon
+        )
 
     low = max(SIGMA_MIN, sigma_int * 0.9)
     if eps_near(low) <= target:
@@ -139,8 +148,13 @@ def _brent_feasible(eps: Callable[[float], float], target: float, low: float, hi
     """Brent's method on ε(σ) − target in log σ (a handful of evaluations where bisection needs a dozen),
     given ε(low) > target ≥ ε(high); then the feasible side: the σ returned has ε(σ) ≤ target and is
     within a relative `tolerance` of the threshold."""
-    root = brentq(lambda log_sigma: eps(math.exp(log_sigma)) - target, math.log(low), math.log(high),
-                  xtol=tolerance / 4, rtol=4 * np.finfo(float).eps)  # fmt: skip
+    root = brentq(
+        lambda log_sigma: eps(math.exp(log_sigma)) - target,
+        math.log(low),
+        math.log(high),
+        xtol=tolerance / 4,
+        rtol=4 * np.finfo(float).eps,
+    )
     sigma = math.exp(root)
     for _ in range(4):
         if eps(sigma) <= target:
@@ -190,8 +204,9 @@ def calibrate_noise_multiplier(
     def ledger(sigma: float) -> PrivacyLedger:
         return single_phase(dpsgd_step_event(sampling_rate=sampling_rate, noise_multiplier=sigma), int(steps))
 
-    return calibrate_sigma(ledger, target_epsilon=target_epsilon, delta=delta, accountant_name=accountant_name,
-                           tolerance=tolerance)  # fmt: skip
+    return calibrate_sigma(
+        ledger, target_epsilon=target_epsilon, delta=delta, accountant_name=accountant_name, tolerance=tolerance
+    )
 
 
 def max_steps(

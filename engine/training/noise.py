@@ -221,7 +221,23 @@ def uniform(source: RandomSource) -> float:
 
 
 __all__ = [
-    "PURPOSES", "RELEASE", "REPRODUCIBLE", "OsStream", "RandomSource", "SeededStream", "Stream",
-    "add_gaussian_noise", "as_stream", "fill_gaussian_noise", "hardened_normal_", "learner_rng", "noise_mode",
-    "noise_stream_key", "pca_release_identity", "random_streams", "sample_poisson_lot", "stream_seed", "uniform",
-]  # fmt: skip
+    "PURPOSES",
+    "RELEASE",
+    "REPRODUCIBLE",
+    "OsStream",
+    "RandomSource",
+    "SeededStream",
+    "Stream",
+    "add_gaussian_noise",
+    "as_stream",
+    "fill_gaussian_noise",
+    "hardened_normal_",
+    "learner_rng",
+    "noise_mode",
+    "noise_stream_key",
+    "pca_release_identity",
+    "random_streams",
+    "sample_poisson_lot",
+    "stream_seed",
+    "uniform",
+]

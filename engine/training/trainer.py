@@ -158,10 +158,24 @@ def train(
 
     if Algorithm(spec.algorithm).learner:
         emit = on_step or (lambda record: None)
-        outcome = train_learner(spec, plan, data, should_stop=should_stop, report=lambda step, **metrics: emit(
-            StepRecord(step=step, epoch=plan.epoch_of(step), epsilon=epsilon_after(step), **metrics)))  # fmt: skip
-        return result_of(plan, spec, accuracy=outcome.test_accuracy, loss=outcome.test_loss, steps_done=outcome.steps,
-                         seconds=time.perf_counter() - started, device=device)  # fmt: skip
+        outcome = train_learner(
+            spec,
+            plan,
+            data,
+            should_stop=should_stop,
+            report=lambda step, **metrics: emit(
+                StepRecord(step=step, epoch=plan.epoch_of(step), epsilon=epsilon_after(step), **metrics)
+            ),
+        )
+        return result_of(
+            plan,
+            spec,
+            accuracy=outcome.test_accuracy,
+            loss=outcome.test_loss,
+            steps_done=outcome.steps,
+            seconds=time.perf_counter() - started,
+            device=device,
+        )
 
     streams = random_streams(spec, device)  # the private randomness: from the whole spec, or the OS's
     x_train, x_test = input_arrays(spec, data, cache_dir=Path(data_dirs[-1]) if data_dirs else None, device=device)
@@ -170,8 +184,9 @@ def train(
     x_train, x_test = features(spec, plan, x_train, x_test, streams["pca"])
 
     torch.manual_seed(spec.seed)  # the initialization is public: from the seed alone
-    model = build_run_model(spec, n_features=x_train.shape[1], n_classes=data.n_classes,
-                            image_shape=data.image_shape).to(device)  # fmt: skip
+    model = build_run_model(
+        spec, n_features=x_train.shape[1], n_classes=data.n_classes, image_shape=data.image_shape
+    ).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(OptimizerName(spec.optimizer), params, lr=spec.lr, momentum=spec.momentum)
     step_once = make_step(spec, plan, model, optimizer, x_train, y_train, streams)
@@ -206,15 +221,23 @@ def train(
         emit(StepRecord(**record))
         if stop:
             break
-    return result_of(plan, spec, accuracy=accuracy, loss=loss, steps_done=steps_done,
-                     seconds=time.perf_counter() - started, device=device)  # fmt: skip
+    return result_of(
+        plan,
+        spec,
+        accuracy=accuracy,
+        loss=loss,
+        steps_done=steps_done,
+        seconds=time.perf_counter() - started,
+        device=device,
+    )
 
 
 def build_run_model(spec: RunSpec, *, n_features: int, n_classes: int, image_shape) -> nn.Module:
     if spec.algorithm == Algorithm.NOISY_GD:
         return BinaryLogistic(n_features)
-    return build_model(spec.model, n_features=n_features, n_classes=n_classes, hidden=spec.hidden,
-                       image_shape=image_shape)  # fmt: skip
+    return build_model(
+        spec.model, n_features=n_features, n_classes=n_classes, hidden=spec.hidden, image_shape=image_shape
+    )
 
 
 def make_step(
@@ -224,49 +247,104 @@ def make_step(
     algorithm = Algorithm(spec.algorithm)
     if algorithm is Algorithm.NONPRIVATE:
         batches = ShuffledBatches(len(x), plan.lot_size, streams["shuffle"].generator(), x.device)
-        return lambda step: nonprivate_step(model=model, optimizer=optimizer, x=x, y=y, batches=batches,
-                                            physical_batch_size=spec.physical_batch_size)  # fmt: skip
+        return lambda step: nonprivate_step(
+            model=model, optimizer=optimizer, x=x, y=y, batches=batches, physical_batch_size=spec.physical_batch_size
+        )
     clipper = make_clipper(model)
     if algorithm is Algorithm.ANISO_DPSGD:
-        aniso = AnisoDPSGD(clipper, granularity=spec.aniso_granularity or "layer",
-                           smoothing=spec.aniso_smoothing if spec.aniso_smoothing is not None else DEFAULT_SMOOTHING,
-                           max_ratio=spec.aniso_max_ratio or DEFAULT_MAX_RATIO)  # fmt: skip
+        aniso = AnisoDPSGD(
+            clipper,
+            granularity=spec.aniso_granularity or "layer",
+            smoothing=spec.aniso_smoothing if spec.aniso_smoothing is not None else DEFAULT_SMOOTHING,
+            max_ratio=spec.aniso_max_ratio or DEFAULT_MAX_RATIO,
+        )
         return lambda step: aniso_dpsgd_step(
-            step=step, aniso=aniso, optimizer=optimizer, x=x, y=y, plan=plan,
-            physical_batch_size=spec.physical_batch_size, sampling_generator=streams["sampling"],
+            step=step,
+            aniso=aniso,
+            optimizer=optimizer,
+            x=x,
+            y=y,
+            plan=plan,
+            physical_batch_size=spec.physical_batch_size,
+            sampling_generator=streams["sampling"],
             noise_generator=streams["noise"],
-        )  # fmt: skip
+        )
     if algorithm is Algorithm.NOISY_GD:
         denominator = noisy_count(len(x), epsilon=plan.count_epsilon, generator=streams["count"])
         return lambda step: noisy_gd_step(
-            step=step, clipper=clipper, optimizer=optimizer, x=x, y=y, plan=plan, denominator=denominator,
-            physical_batch_size=spec.physical_batch_size, noise_generator=streams["noise"],
-        )  # fmt: skip
+            step=step,
+            clipper=clipper,
+            optimizer=optimizer,
+            x=x,
+            y=y,
+            plan=plan,
+            denominator=denominator,
+            physical_batch_size=spec.physical_batch_size,
+            noise_generator=streams["noise"],
+        )
     return lambda step: dpsgd_step(
-        step=step, clipper=clipper, optimizer=optimizer, x=x, y=y, plan=plan,
-        physical_batch_size=spec.physical_batch_size, sampling_generator=streams["sampling"],
+        step=step,
+        clipper=clipper,
+        optimizer=optimizer,
+        x=x,
+        y=y,
+        plan=plan,
+        physical_batch_size=spec.physical_batch_size,
+        sampling_generator=streams["sampling"],
         noise_generator=streams["noise"],
-    )  # fmt: skip
+    )
 
 
-def result_of(plan: TrainingPlan, spec: RunSpec, *, accuracy, loss, steps_done, seconds, device,
-              panel_of: Callable[[PrivacyLedger, float], Panel] | None = None) -> TrainResult:  # fmt: skip
+def result_of(
+    plan: TrainingPlan,
+    spec: RunSpec,
+    *,
+    accuracy,
+    loss,
+    steps_done,
+    seconds,
+    device,
+    panel_of: Callable[[PrivacyLedger, float], Panel] | None = None,
+) -> TrainResult:
     """The run's result; `panel_of(ledger, δ)` (default `panel`) gives every accountant's ε of the steps taken."""
     common = dict(
-        algorithm=spec.algorithm, private=plan.private, test_accuracy=accuracy, test_loss=loss,
-        sampling_rate=plan.sampling_rate, steps=steps_done, planned_steps=plan.steps,
-        stopped_early=steps_done < plan.steps, seconds=seconds, device=str(device),
-    )  # fmt: skip
+        algorithm=spec.algorithm,
+        private=plan.private,
+        test_accuracy=accuracy,
+        test_loss=loss,
+        sampling_rate=plan.sampling_rate,
+        steps=steps_done,
+        planned_steps=plan.steps,
+        stopped_early=steps_done < plan.steps,
+        seconds=seconds,
+        device=str(device),
+    )
     if not plan.private:
-        statement = ("Not differentially private: a baseline trained without clipping or noise (ε = ∞). "
-                     "Its accuracy is the reference the private runs pay for.")  # fmt: skip
-        return TrainResult(**common, epsilon=None, delta=None, noise_multiplier=None, accountant=None, epsilons={},
-                           best_order=None, order_at_edge=False, privacy_statement=statement)  # fmt: skip
+        statement = (
+            "Not differentially private: a baseline trained without clipping or noise (ε = ∞). "
+            "Its accuracy is the reference the private runs pay for."
+        )
+        return TrainResult(
+            **common,
+            epsilon=None,
+            delta=None,
+            noise_multiplier=None,
+            accountant=None,
+            epsilons={},
+            best_order=None,
+            order_at_edge=False,
+            privacy_statement=statement,
+        )
     ledger = plan.ledger(steps_done)
     accounts = panel_of(ledger, plan.delta) if panel_of is not None else panel(ledger, delta=plan.delta)
     lots = not plan.full_batch and plan.learner_step is None  # the learners draw no lots
-    statement = privacy_statement(ledger=ledger, panel=accounts, dataset_size=plan.n_train,
-                                  lot_size=plan.lot_size if lots else None, noise=noise_mode(spec))  # fmt: skip
+    statement = privacy_statement(
+        ledger=ledger,
+        panel=accounts,
+        dataset_size=plan.n_train,
+        lot_size=plan.lot_size if lots else None,
+        noise=noise_mode(spec),
+    )
     return TrainResult(
         **common,
         epsilon=statement.epsilon,

@@ -69,8 +69,16 @@ class WorkerPool:
         return env
 
     def spawn(self, slot: int) -> Child:
-        command = [sys.executable, "-m", "engine", "worker", "--pool-child", str(os.getpid()),
-                   "--poll", str(self.poll_s)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "engine",
+            "worker",
+            "--pool-child",
+            str(os.getpid()),
+            "--poll",
+            str(self.poll_s),
+        ]
         child = Child(slot=slot, process=subprocess.Popen(command, env=self.child_env(slot)))
         self.children[slot] = child
         log.info("worker %d started as %s", slot, child.name)

@@ -58,8 +58,15 @@ CANCEL_GRACE_S = 10.0  # then the task is force-cancelled
 STORE_MODULES = ("cache", "cache.store", "sqlite3")  # what a Ray worker must never load
 # the worker process or node running the task is gone: "worker lost" (ray 2.60 raises WorkerCrashedError for a
 # killed worker process, NodeDiedError / ObjectLostError for a lost node, OutOfMemoryError for its memory monitor)
-LOST = (rex.WorkerCrashedError, rex.NodeDiedError, rex.OutOfMemoryError, rex.ObjectLostError,
-        rex.RayActorError, rex.LocalRayletDiedError, rex.OutOfDiskError)  # fmt: skip
+LOST = (
+    rex.WorkerCrashedError,
+    rex.NodeDiedError,
+    rex.OutOfMemoryError,
+    rex.ObjectLostError,
+    rex.RayActorError,
+    rex.LocalRayletDiedError,
+    rex.OutOfDiskError,
+)
 
 
 class Shutdown(Exception):
@@ -114,8 +121,13 @@ def train_task(run_id: str, spec: dict[str, Any], plan: TrainingPlan, data_dirs:
             stop, last_poll = ray.get(relay.cancelled.remote(run_id)), time.monotonic()
         return stop
 
-    result = train_claimed(spec, data_dirs=[Path(d) for d in data_dirs], plan=plan, should_stop=should_stop,
-                           sink=lambda rows: ray.get(relay.push.remote(run_id, rows)))  # fmt: skip
+    result = train_claimed(
+        spec,
+        data_dirs=[Path(d) for d in data_dirs],
+        plan=plan,
+        should_stop=should_stop,
+        sink=lambda rows: ray.get(relay.push.remote(run_id, rows)),
+    )
     ray.get(relay.report.remote(run_id, {"store_modules": [m for m in STORE_MODULES if m in sys.modules]}))
     return result
 
@@ -140,10 +152,18 @@ class RayDispatcher:
     (its CPUs / `cpus_per_run`, and its GPUs / `gpus_per_run`); `cancel_grace_s=0` kills a cancelled
     run's task at once instead of asking it to stop."""
 
-    def __init__(self, store: Store, *, address: str | None = None, max_in_flight: int | None = None,
-                 gpus_per_run: float | None = None, cpus_per_run: float = 1.0,
-                 data_dirs: Sequence[Path] | None = None, name: str | None = None,
-                 cancel_grace_s: float = CANCEL_GRACE_S):  # fmt: skip
+    def __init__(
+        self,
+        store: Store,
+        *,
+        address: str | None = None,
+        max_in_flight: int | None = None,
+        gpus_per_run: float | None = None,
+        cpus_per_run: float = 1.0,
+        data_dirs: Sequence[Path] | None = None,
+        name: str | None = None,
+        cancel_grace_s: float = CANCEL_GRACE_S,
+    ):
         from engine.jobs import settings
 
         connect(address)
@@ -231,8 +251,12 @@ class RayDispatcher:
                 recorder.failed(f"{type(exc).__name__}: {exc}")
                 self.processed += 1
                 continue
-            options = {"num_cpus": self.cpus_per_run, "num_gpus": self.gpus_per_run, "max_retries": 0,
-                       "name": f"dplab-run-{run.id}"}  # fmt: skip
+            options = {
+                "num_cpus": self.cpus_per_run,
+                "num_gpus": self.gpus_per_run,
+                "max_retries": 0,
+                "name": f"dplab-run-{run.id}",
+            }
             ref = train_task.options(**options).remote(run.id, run.spec, plan, self.data_dirs, self.relay)
             self.in_flight[run.id] = InFlight(run=run, recorder=recorder, ref=ref)
             log.info("run %s: submitted to Ray", run.id)

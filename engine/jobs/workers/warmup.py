@@ -16,9 +16,17 @@ from engine.training import parse_spec, plan_spec, train
 log = logging.getLogger("dplab.worker")
 WARMUP_STEPS = 3
 WARMUP_SPEC = {
-    "dataset": "digits", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 3.0, "delta": 1e-5,
-    "clip_norm": 1.0, "lot_size": 64, "epochs": 1, "lr": 0.1, "seed": 0,
-}  # fmt: skip
+    "dataset": "digits",
+    "model": "logreg",
+    "algorithm": "dpsgd",
+    "target_epsilon": 3.0,
+    "delta": 1e-5,
+    "clip_norm": 1.0,
+    "lot_size": 64,
+    "epochs": 1,
+    "lr": 0.1,
+    "seed": 0,
+}
 
 
 def warm_up() -> float | None:

@@ -66,16 +66,23 @@ class Heartbeat:
 
 
 class Worker:
-    def __init__(self, store: Store, *, data_dirs: Sequence[Path] | None = None, name: str | None = None,
-                 parent_pid: int | None = None):  # fmt: skip
+    def __init__(
+        self,
+        store: Store,
+        *,
+        data_dirs: Sequence[Path] | None = None,
+        name: str | None = None,
+        parent_pid: int | None = None,
+    ):
         self.store = store
         self.data_dirs = list(data_dirs) if data_dirs is not None else settings.default_data_dirs()
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.parent_pid = parent_pid
         self.stopping = False
         self.heartbeat = Heartbeat(store, self.name, every_s=settings.heartbeat_s())
-        store.register_worker(self.name, backend="local", host=socket.gethostname(), pid=os.getpid(),
-                              device=str(pick_device()))  # fmt: skip
+        store.register_worker(
+            self.name, backend="local", host=socket.gethostname(), pid=os.getpid(), device=str(pick_device())
+        )
 
     def orphaned(self) -> bool:
         return self.parent_pid is not None and os.getppid() != self.parent_pid
@@ -146,8 +153,13 @@ class Worker:
         recorder = RunRecorder(self.store, run, worker=self.name)
         try:
             plan = recorder.start()
-            result = train_claimed(run.spec, data_dirs=self.data_dirs, sink=recorder.write, plan=plan,
-                                   should_stop=lambda: self._should_stop(recorder))  # fmt: skip
+            result = train_claimed(
+                run.spec,
+                data_dirs=self.data_dirs,
+                sink=recorder.write,
+                plan=plan,
+                should_stop=lambda: self._should_stop(recorder),
+            )
             log.info("run %s: %s", run.id, recorder.finished(result).value)
         except (StopTraining, Shutdown):
             recorder.requeue("worker stopping")
@@ -169,9 +181,13 @@ class Worker:
         recorders = [RunRecorder(self.store, run, worker=self.name) for run in runs]
         try:
             plans = start_stack(recorders)
-            results = train_claimed_stack([run.spec for run in runs], data_dirs=self.data_dirs, plans=plans,
-                                          sinks=[r.write for r in recorders],
-                                          should_stops=[partial(self._should_stop, r) for r in recorders])  # fmt: skip
+            results = train_claimed_stack(
+                [run.spec for run in runs],
+                data_dirs=self.data_dirs,
+                plans=plans,
+                sinks=[r.write for r in recorders],
+                should_stops=[partial(self._should_stop, r) for r in recorders],
+            )
             for recorder, result in zip(recorders, results, strict=True):
                 log.info("run %s: %s", recorder.run.id, recorder.finished(result).value)
         except (StopTraining, Shutdown):

@@ -25,20 +25,50 @@ class Accountant:
 ACCOUNTANTS: dict[str, Accountant] = {
     a.name: a
     for a in (
-        Accountant(name="rdp", short="RDP", title=rdp.TITLE, curve=rdp.curve,
-                   citation="Mironov 2017; Abadi et al. 2016; conversion: Canonne et al. 2020"),
-        Accountant(name="pld", short="PLD", title=pld.TITLE, curve=pld.curve,
-                   citation="Koskela et al. 2020; Doroshenko et al. 2022 (dp-accounting)"),
-        Accountant(name="naive", short="naive", title="Naive composition (kε, kδ)", curve=composition.naive_curve,
-                   citation="Dwork & Roth 2014, Thm 3.16"),
-        Accountant(name="advanced", short="advanced", title="Advanced composition",
-                   curve=composition.advanced_curve, citation="Dwork & Roth 2014, Thm 3.20"),
-        Accountant(name="zcdp", short="zCDP", title=zcdp.TITLE, curve=zcdp.curve,
-                   citation="Bun & Steinke 2016, Props 1.3, 1.4, 1.6"),
-        Accountant(name=optimal_pure.NAME, short="optimal", title=optimal_pure.TITLE, curve=optimal_pure.curve,
-                   citation="Kairouz, Oh & Viswanath 2015, Thm 3.3; Murtagh & Vadhan 2016"),
+        Accountant(
+            name="rdp",
+            short="RDP",
+            title=rdp.TITLE,
+            curve=rdp.curve,
+            citation="Mironov 2017; Abadi et al. 2016; conversion: Canonne et al. 2020",
+        ),
+        Accountant(
+            name="pld",
+            short="PLD",
+            title=pld.TITLE,
+            curve=pld.curve,
+            citation="Koskela et al. 2020; Doroshenko et al. 2022 (dp-accounting)",
+        ),
+        Accountant(
+            name="naive",
+            short="naive",
+            title="Naive composition (kε, kδ)",
+            curve=composition.naive_curve,
+            citation="Dwork & Roth 2014, Thm 3.16",
+        ),
+        Accountant(
+            name="advanced",
+            short="advanced",
+            title="Advanced composition",
+            curve=composition.advanced_curve,
+            citation="Dwork & Roth 2014, Thm 3.20",
+        ),
+        Accountant(
+            name="zcdp",
+            short="zCDP",
+            title=zcdp.TITLE,
+            curve=zcdp.curve,
+            citation="Bun & Steinke 2016, Props 1.3, 1.4, 1.6",
+        ),
+        Accountant(
+            name=optimal_pure.NAME,
+            short="optimal",
+            title=optimal_pure.TITLE,
+            curve=optimal_pure.curve,
+            citation="Kairouz, Oh & Viswanath 2015, Thm 3.3; Murtagh & Vadhan 2016",
+        ),
     )
-}  # fmt: skip
+}
 
 
 def accountant(name: str) -> Accountant:

@@ -98,8 +98,9 @@ def curve(
         return EpsilonCurve(accountant=NAME, delta=delta, steps=steps, epsilons=zeros, best_orders=zeros)
     cumulative = compose_counts(ledger.counts_at(steps), per_release)
     eps, best = epsilons_from_rdp(cumulative, orders, delta)
-    return EpsilonCurve(accountant=NAME, delta=delta, steps=steps, epsilons=eps, best_orders=best,
-                        order_edges=(orders[0], orders[-1]))  # fmt: skip
+    return EpsilonCurve(
+        accountant=NAME, delta=delta, steps=steps, epsilons=eps, best_orders=best, order_edges=(orders[0], orders[-1])
+    )
 
 
 def epsilon(

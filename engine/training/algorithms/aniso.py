@@ -256,8 +256,7 @@ class WeightedClipper:
         factors = clip_factors(norms, clip_norm)
         grads = base.in_model_order([g for finish in finishers for g in finish(factors)])
         base.release_workspace()
-        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum(), clipped=norms > clip_norm,
-                          correct=correct)  # fmt: skip
+        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum(), clipped=norms > clip_norm, correct=correct)
 
     def _coordinate_linear(self, x: Tensor, y: Tensor, clip_norm: float, weights: list[Tensor]) -> ClippedSum:
         """Per-coordinate weights on a model of linear layers, without per-example gradients: layer k's
@@ -281,8 +280,7 @@ class WeightedClipper:
         norms = total.sqrt()
         factors = clip_factors(norms, clip_norm)
         grads = base.in_model_order([g for finish in finishers for g in finish(factors)])
-        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum(), clipped=norms > clip_norm,
-                          correct=correct)  # fmt: skip
+        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum(), clipped=norms > clip_norm, correct=correct)
 
     def _materialized(self, x: Tensor, y: Tensor, clip_norm: float, weights: list[Tensor]) -> ClippedSum:
         """Per-example gradients from torch.func (as `MaterializedClipper`), weighted norms, one factor each."""
@@ -303,8 +301,13 @@ class WeightedClipper:
         norms = sq.sqrt()
         factors = clip_factors(norms, clip_norm)
         grads = [torch.einsum("b,b...->...", factors, per_example[n]) for n in self._names]
-        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum().detach(), clipped=norms > clip_norm,
-                          correct=count_correct(logits, y))  # fmt: skip
+        return ClippedSum(
+            grads=grads,
+            norms=norms,
+            loss_sum=losses.sum().detach(),
+            clipped=norms > clip_norm,
+            correct=count_correct(logits, y),
+        )
 
 
 # ------------------------------------------------------------------------------ noise and the step
@@ -337,8 +340,12 @@ class AnisoDPSGD:
         if granularity not in GRANULARITIES:
             raise ValueError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {granularity!r}")
         device = base.params[0].device if base.params else torch.device("cpu")
-        layout = WeightLayout(granularity=granularity, shapes=tuple(p.shape for p in base.params),
-                              param_layers=_param_layers(base), device=device)  # fmt: skip
+        layout = WeightLayout(
+            granularity=granularity,
+            shapes=tuple(p.shape for p in base.params),
+            param_layers=_param_layers(base),
+            device=device,
+        )
         self.weights = ReleasedGradientWeights(layout, smoothing=smoothing, max_ratio=max_ratio, warmup=warmup)
         self.clipper = WeightedClipper(base, self.weights)
 

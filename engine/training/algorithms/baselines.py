@@ -24,5 +24,8 @@ def sklearn_logistic_regression(data: Dataset, *, c: float = 1.0) -> BaselineRes
     model.fit(data.x_train, data.y_train)
     accuracy = float(model.score(data.x_test, data.y_test))
     majority = np.bincount(data.y_train, minlength=data.n_classes).argmax()
-    return BaselineResult(name="sklearn LogisticRegression", test_accuracy=accuracy,
-                          majority_class_accuracy=float(np.mean(data.y_test == majority)))  # fmt: skip
+    return BaselineResult(
+        name="sklearn LogisticRegression",
+        test_accuracy=accuracy,
+        majority_class_accuracy=float(np.mean(data.y_test == majority)),
+    )

@@ -43,8 +43,9 @@ def clip_and_accumulate(
     total: ClippedSum | None = None
     norms, clipped = [], []
     for start in range(0, len(x), physical_batch_size):
-        part = clipper.clipped_sum(x[start : start + physical_batch_size], y[start : start + physical_batch_size],
-                                   clip_norm)  # fmt: skip
+        part = clipper.clipped_sum(
+            x[start : start + physical_batch_size], y[start : start + physical_batch_size], clip_norm
+        )
         norms.append(part.norms)
         clipped.append(part.clipped)
         if total is None:
@@ -53,10 +54,20 @@ def clip_and_accumulate(
             for acc, g in zip(total.grads, part.grads, strict=True):
                 acc.add_(g)
             correct = None if total.correct is None or part.correct is None else total.correct + part.correct
-            total = ClippedSum(grads=total.grads, norms=total.norms, loss_sum=total.loss_sum + part.loss_sum,
-                               clipped=total.clipped, correct=correct)  # fmt: skip
-    return ClippedSum(grads=total.grads, norms=torch.cat(norms), loss_sum=total.loss_sum, clipped=torch.cat(clipped),
-                      correct=total.correct)  # fmt: skip
+            total = ClippedSum(
+                grads=total.grads,
+                norms=total.norms,
+                loss_sum=total.loss_sum + part.loss_sum,
+                clipped=total.clipped,
+                correct=correct,
+            )
+    return ClippedSum(
+        grads=total.grads,
+        norms=torch.cat(norms),
+        loss_sum=total.loss_sum,
+        clipped=torch.cat(clipped),
+        correct=total.correct,
+    )
 
 
 def clip_thresholds(clipper: Clipper, clip_norm: float, clipping: str | None) -> float | tuple[float, ...]:
@@ -123,10 +134,14 @@ def stats_of(clipped: ClippedSum, n: int) -> StepStats:
         return StepStats(lot_size=0, loss_sum=float(clipped.loss_sum), clipped_fraction=None)
     p10, p50, p90 = norm_quantiles(clipped.norms)
     return StepStats(
-        lot_size=n, loss_sum=float(clipped.loss_sum), clipped_fraction=float(clipped.clipped.float().mean()),
-        grad_norm_p10=p10, grad_norm_p50=p50, grad_norm_p90=p90,
+        lot_size=n,
+        loss_sum=float(clipped.loss_sum),
+        clipped_fraction=float(clipped.clipped.float().mean()),
+        grad_norm_p10=p10,
+        grad_norm_p50=p50,
+        grad_norm_p90=p90,
         correct=None if clipped.correct is None else int(clipped.correct),
-    )  # fmt: skip
+    )
 
 
 def dpsgd_step(

@@ -68,7 +68,18 @@ def make_clipper(model: nn.Module) -> BookKeepingClipper | MaterializedClipper:
 
 
 __all__ = [
-    "BatchNormError", "BookKeepingClipper", "ClipNorm", "ClippedSum", "MaterializedClipper", "UnsupportedModelError",
-    "clip_factors", "constant_tensor", "conv_norm_method", "conv_patches", "count_correct", "make_clipper",
-    "per_layer_thresholds", "row_sq_norms",
-]  # fmt: skip
+    "BatchNormError",
+    "BookKeepingClipper",
+    "ClipNorm",
+    "ClippedSum",
+    "MaterializedClipper",
+    "UnsupportedModelError",
+    "clip_factors",
+    "constant_tensor",
+    "conv_norm_method",
+    "conv_patches",
+    "count_correct",
+    "make_clipper",
+    "per_layer_thresholds",
+    "row_sq_norms",
+]

@@ -57,5 +57,6 @@ class MaterializedClipper:
             torch.einsum("b,b...->...", factors[k], per_example[n])
             for n, k in zip(self.names, self.layer_of, strict=True)
         ]
-        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum().detach(), clipped=clipped,
-                          correct=count_correct(logits, y))  # fmt: skip
+        return ClippedSum(
+            grads=grads, norms=norms, loss_sum=losses.sum().detach(), clipped=clipped, correct=count_correct(logits, y)
+        )

@@ -117,9 +117,13 @@ def linear_norms_and_sum(module: nn.Linear, a: Tensor, delta: Tensor, **_options
 
 
 def conv_norms_and_sum(
-    module: nn.Conv2d, a: Tensor, delta: Tensor, *, workspace: Workspace | None = None,
+    module: nn.Conv2d,
+    a: Tensor,
+    delta: Tensor,
+    *,
+    workspace: Workspace | None = None,
     conv_norms: ConvNormMethod = "auto",
-):  # fmt: skip
+):
     """nn.Conv2d (groups 1): ‖Gᵢ‖² by the ghost norm or by materializing Gᵢ = δᵢUᵢᵀ (`conv_norm_method`, or
     `conv_norms` to force one), plus the bias's ‖Σ_p δᵢ[:, p]‖²; finish(c) folds c into one contraction.
     `workspace(role)` supplies the scratch tensors ("patches", "grads")."""
@@ -255,10 +259,22 @@ def register(rule: LayerRule) -> LayerRule:
     return rule
 
 
-register(LayerRule(layer=nn.Linear, supports=lambda m: type(m).forward is nn.Linear.forward,
-                   single=linear_norms_and_sum, stacked=stacked_linear_norms_and_sum))  # fmt: skip
-register(LayerRule(layer=nn.Conv2d, supports=lambda m: type(m).forward is nn.Conv2d.forward and m.groups == 1,
-                   single=conv_norms_and_sum, stacked=stacked_conv_norms_and_sum))  # fmt: skip
+register(
+    LayerRule(
+        layer=nn.Linear,
+        supports=lambda m: type(m).forward is nn.Linear.forward,
+        single=linear_norms_and_sum,
+        stacked=stacked_linear_norms_and_sum,
+    )
+)
+register(
+    LayerRule(
+        layer=nn.Conv2d,
+        supports=lambda m: type(m).forward is nn.Conv2d.forward and m.groups == 1,
+        single=conv_norms_and_sum,
+        stacked=stacked_conv_norms_and_sum,
+    )
+)
 
 
 def rule_for(module: nn.Module) -> LayerRule | None:

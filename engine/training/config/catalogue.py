@@ -21,26 +21,36 @@ class AlgorithmInfo:
 
 ALGORITHM_INFO = (
     AlgorithmInfo(
-        name=Algorithm.DPSGD.value, kind="algorithm", title="DP-SGD",
+        name=Algorithm.DPSGD.value,
+        kind="algorithm",
+        title="DP-SGD",
         description="Poisson lots (q = L/N), per-example clipping to C (flat or per layer), Gaussian noise σC, "
         "physical batches accumulated per lot; schedules for lr, σ, C; SGD, momentum or Adam.",
         source="Abadi et al. 2016, Deep Learning with Differential Privacy (seeds 001, 003)",
         keys=KEYS_BY_ALGORITHM[Algorithm.DPSGD],
     ),
     AlgorithmInfo(
-        name=Algorithm.NOISY_GD.value, kind="algorithm", title="Noisy gradient descent",
+        name=Algorithm.NOISY_GD.value,
+        kind="algorithm",
+        title="Noisy gradient descent",
         description="Full-batch logistic regression (labels ±1): clipped gradient sum (or clipped inputs) + "
         "Gaussian noise, divided by a Laplace-noised count.",
         source="Near & Abuah, Programming Differential Privacy, ch. Machine Learning (seed 000)",
         keys=KEYS_BY_ALGORITHM[Algorithm.NOISY_GD],
     ),
     AlgorithmInfo(
-        name=Algorithm.NONPRIVATE.value, kind="algorithm", title="Non-private baseline", private=False,
+        name=Algorithm.NONPRIVATE.value,
+        kind="algorithm",
+        title="Non-private baseline",
+        private=False,
         description="The same model, optimizer and schedule on shuffled batches, without clipping or noise (ε = ∞).",
-        source="the reference every private run is compared with", keys=KEYS_BY_ALGORITHM[Algorithm.NONPRIVATE],
+        source="the reference every private run is compared with",
+        keys=KEYS_BY_ALGORITHM[Algorithm.NONPRIVATE],
     ),
     AlgorithmInfo(
-        name=Algorithm.ANISO_DPSGD.value, kind="algorithm", title="Anisotropic-noise DP-SGD",
+        name=Algorithm.ANISO_DPSGD.value,
+        kind="algorithm",
+        title="Anisotropic-noise DP-SGD",
         description="DP-SGD with per-layer (or per-coordinate) weights W: each gradient clipped to ‖W⁻¹g‖₂ ≤ C, "
         "noise N(0, σ²C²W²): the Gaussian mechanism at σ after the change of variables W⁻¹, so accounted as "
         "DP-SGD. W ∝ sensitivity^(-1/2) from earlier released noisy gradients only (post-processing).",
@@ -48,41 +58,51 @@ ALGORITHM_INFO = (
         keys=KEYS_BY_ALGORITHM[Algorithm.ANISO_DPSGD],
     ),
     AlgorithmInfo(
-        name=Algorithm.EXPMECH_STUMPS.value, kind="algorithm", title="Exponential mechanism over decision stumps",
+        name=Algorithm.EXPMECH_STUMPS.value,
+        kind="algorithm",
+        title="Exponential mechanism over decision stumps",
         description="Private PAC learning: one stump (feature, threshold on a public grid, sign) drawn with "
         "probability ∝ exp(ε·(−training errors)/2); ε-DP.",
         source="Dwork & Roth ch. 11 (seed 004); Kasiviswanathan et al. 2008; the exponential mechanism, Thm 3.10",
         keys=KEYS_BY_ALGORITHM[Algorithm.EXPMECH_STUMPS],
     ),
     AlgorithmInfo(
-        name=Algorithm.SQ_LAPLACE.value, kind="algorithm", title="SQ logistic regression through Laplace noise",
+        name=Algorithm.SQ_LAPLACE.value,
+        kind="algorithm",
+        title="SQ logistic regression through Laplace noise",
         description="Gradient descent that sees the data only through statistical queries Σφ, φ ∈ [0, 1], each "
         "answered with Laplace noise; T·d queries share ε by pure composition.",
         source="Dwork & Roth §11.1 (seed 004); Blum, Dwork, McSherry, Nissim 2005",
         keys=KEYS_BY_ALGORITHM[Algorithm.SQ_LAPLACE],
     ),
     AlgorithmInfo(
-        name=Algorithm.RWM_ONLINE.value, kind="algorithm", title="Private online learning (randomized weighted "
-        "majority)",
+        name=Algorithm.RWM_ONLINE.value,
+        kind="algorithm",
+        title="Private online learning (randomized weighted majority)",
         description="Stump experts on a stream of training examples; RWM at η = ε/√(32 T ln(1/δ)), each round "
         "2η-DP; regret against rounds with its bound and non-private RWM.",
         source="Dwork & Roth §11.2, Thm 11.2 (privacy), Thms 11.1, 11.3–11.4 (regret) (seed 004)",
         keys=KEYS_BY_ALGORITHM[Algorithm.RWM_ONLINE],
     ),
     AlgorithmInfo(
-        name=Algorithm.RWM_LINEAR.value, kind="algorithm", title="Private linear learner (RWM over the simplex)",
+        name=Algorithm.RWM_LINEAR.value,
+        kind="algorithm",
+        title="Private linear learner (RWM over the simplex)",
         description="RWM over the vertices of the simplex (stump experts) on linear losses; the output is the "
         "average action, a mixture of stumps.",
         source="Dwork & Roth §11.2, Algorithm 17 and Thm 11.6 (seed 004)",
         keys=KEYS_BY_ALGORITHM[Algorithm.RWM_LINEAR],
     ),
     AlgorithmInfo(
-        name="dp_pca", kind="preprocessing", title="DP-PCA input projection",
+        name="dp_pca",
+        kind="preprocessing",
+        title="DP-PCA input projection",
         description="Unit-normalize inputs, Gaussian noise σ_p on their covariance, project on the top pca_dims "
         "eigenvectors; charged up front to the run's ledger.",
-        source="Abadi et al. 2016, §4 (seed 003)", keys=("pca_dims", "pca_noise"),
+        source="Abadi et al. 2016, §4 (seed 003)",
+        keys=("pca_dims", "pca_noise"),
     ),
-)  # fmt: skip
+)
 
 
 def describe_algorithms() -> list[dict]:

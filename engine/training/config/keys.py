@@ -45,8 +45,12 @@ class Algorithm(StrEnum):
 
 
 # Each textbook learner has one hypothesis class, named as its model.
-LEARNER_MODELS = {Algorithm.EXPMECH_STUMPS: "stumps", Algorithm.SQ_LAPLACE: "logreg", Algorithm.RWM_ONLINE: "experts",
-                  Algorithm.RWM_LINEAR: "experts"}  # fmt: skip
+LEARNER_MODELS = {
+    Algorithm.EXPMECH_STUMPS: "stumps",
+    Algorithm.SQ_LAPLACE: "logreg",
+    Algorithm.RWM_ONLINE: "experts",
+    Algorithm.RWM_LINEAR: "experts",
+}
 ALGORITHMS = tuple(a.value for a in Algorithm)
 CLIPPING_MODES = {Algorithm.DPSGD: ("flat", "per_layer"), Algorithm.NOISY_GD: ("gradient", "input")}
 ANISO_GRANULARITIES = ("layer", "coordinate")
@@ -77,10 +81,35 @@ MAX_HIDDEN_LAYERS = 4
 DEFAULT_HIDDEN = (128,)
 SCHEDULES = ("lr_schedule", "noise_schedule", "clip_schedule")
 
-COMMON_KEYS = ("dataset", "model", "algorithm", "epochs", "lr", "seed", "optimizer", "momentum", "lr_schedule",
-               "physical_batch_size", "pca_dims", "hidden", "features", "schema", "data_sha256")  # fmt: skip
-PRIVATE_KEYS = ("delta", "clip_norm", "target_epsilon", "noise_multiplier", "clipping", "noise_schedule",
-                "clip_schedule", "pca_noise", "calibration_accountant", "noise")  # fmt: skip
+COMMON_KEYS = (
+    "dataset",
+    "model",
+    "algorithm",
+    "epochs",
+    "lr",
+    "seed",
+    "optimizer",
+    "momentum",
+    "lr_schedule",
+    "physical_batch_size",
+    "pca_dims",
+    "hidden",
+    "features",
+    "schema",
+    "data_sha256",
+)
+PRIVATE_KEYS = (
+    "delta",
+    "clip_norm",
+    "target_epsilon",
+    "noise_multiplier",
+    "clipping",
+    "noise_schedule",
+    "clip_schedule",
+    "pca_noise",
+    "calibration_accountant",
+    "noise",
+)
 # How the Gaussian-noise algorithms draw their private randomness (`engine.training.noise`)
 NOISE_MODES = ("reproducible", "release")
 # The accountants σ can be calibrated by for a target ε: RDP (fast, the default) or PLD (tighter: spends the target)

@@ -96,12 +96,22 @@ class TrainingPlan:
     def upfront(self) -> tuple[Release, ...]:
         releases = []
         if self.pca_noise is not None:
-            releases.append(Release(event=dp_pca_event(noise_multiplier=self.pca_noise), label=(
-                f"DP-PCA to {self.pca_dims} dimensions (Gaussian noise σ_p = {self.pca_noise:g} on the covariance "
-                "of L2-normalized inputs)")))  # fmt: skip
+            releases.append(
+                Release(
+                    event=dp_pca_event(noise_multiplier=self.pca_noise),
+                    label=(
+                        f"DP-PCA to {self.pca_dims} dimensions (Gaussian noise σ_p = {self.pca_noise:g} on the "
+                        "covariance of L2-normalized inputs)"
+                    ),
+                )
+            )
         if self.count_epsilon is not None:
-            releases.append(Release(event=laplace_event(scale=1.0 / self.count_epsilon), label=(
-                f"noisy example count (Laplace, ε = {self.count_epsilon:g})")))  # fmt: skip
+            releases.append(
+                Release(
+                    event=laplace_event(scale=1.0 / self.count_epsilon),
+                    label=(f"noisy example count (Laplace, ε = {self.count_epsilon:g})"),
+                )
+            )
         return tuple(releases)
 
     def step_release(self, sigma: float, count: int) -> Release:
@@ -109,21 +119,32 @@ class TrainingPlan:
             return replace(self.learner_step, count=count)
         if self.algorithm is Algorithm.ANISO_DPSGD:
             return Release(
-                event=dpsgd_step_event(sampling_rate=self.sampling_rate, noise_multiplier=sigma), count=count,
-                label=(f"anisotropic DP-SGD step (gradients clipped to ‖W⁻¹g‖₂ ≤ {self.clip_norm:g}, noise "
-                       f"N(0, σ²C²W²) with σ = {sigma:.4g}: the Gaussian mechanism at σ after the change of "
-                       f"variables W⁻¹; W from earlier released gradients only; Poisson lots "
-                       f"q = {self.sampling_rate:.4g})"),
-            )  # fmt: skip
+                event=dpsgd_step_event(sampling_rate=self.sampling_rate, noise_multiplier=sigma),
+                count=count,
+                label=(
+                    f"anisotropic DP-SGD step (gradients clipped to ‖W⁻¹g‖₂ ≤ {self.clip_norm:g}, noise "
+                    f"N(0, σ²C²W²) with σ = {sigma:.4g}: the Gaussian mechanism at σ after the change of "
+                    f"variables W⁻¹; W from earlier released gradients only; Poisson lots "
+                    f"q = {self.sampling_rate:.4g})"
+                ),
+            )
         if self.algorithm is Algorithm.NOISY_GD:
-            return Release(event=gaussian_event(noise_multiplier=sigma), count=count, label=(
-                f"noisy GD step (Gaussian noise σ = {sigma:.4g} on the full-batch gradient sum, "
-                f"{self._clipping_words()})"))  # fmt: skip
+            return Release(
+                event=gaussian_event(noise_multiplier=sigma),
+                count=count,
+                label=(
+                    f"noisy GD step (Gaussian noise σ = {sigma:.4g} on the full-batch gradient sum, "
+                    f"{self._clipping_words()})"
+                ),
+            )
         return Release(
-            event=dpsgd_step_event(sampling_rate=self.sampling_rate, noise_multiplier=sigma), count=count,
-            label=(f"DP-SGD step (Gaussian noise σ = {sigma:.4g}, {self._clipping_words()}, "
-                   f"Poisson lots q = {self.sampling_rate:.4g})"),
-        )  # fmt: skip
+            event=dpsgd_step_event(sampling_rate=self.sampling_rate, noise_multiplier=sigma),
+            count=count,
+            label=(
+                f"DP-SGD step (Gaussian noise σ = {sigma:.4g}, {self._clipping_words()}, "
+                f"Poisson lots q = {self.sampling_rate:.4g})"
+            ),
+        )
 
     def _clipping_words(self) -> str:
         if self.clipping == "input":
@@ -143,12 +164,20 @@ class TrainingPlan:
     def summary(self) -> dict[str, Any]:
         """The public numbers of the plan, as stored beside the run."""
         out = dict(self.learner_parameters) | {
-            "algorithm": self.algorithm.value, "n_train": self.n_train, "steps": self.steps,
-            "expected_lot_size": self.lot_size, "sampling_rate": self.sampling_rate, "delta": self.delta,
-            "noise_multiplier": self.noise_multiplier, "clip_norm": self.clip_norm, "noise_std": self.noise_std,
-            "count_epsilon": self.count_epsilon, "pca_dims": self.pca_dims, "pca_noise": self.pca_noise,
+            "algorithm": self.algorithm.value,
+            "n_train": self.n_train,
+            "steps": self.steps,
+            "expected_lot_size": self.lot_size,
+            "sampling_rate": self.sampling_rate,
+            "delta": self.delta,
+            "noise_multiplier": self.noise_multiplier,
+            "clip_norm": self.clip_norm,
+            "noise_std": self.noise_std,
+            "count_epsilon": self.count_epsilon,
+            "pca_dims": self.pca_dims,
+            "pca_noise": self.pca_noise,
             "calibrated_by": self.calibrated_by,
-        }  # fmt: skip
+        }
         if len(self.noise_phases) > 1:
             out["noise_phases"] = [list(p) for p in self.noise_phases]
         return {k: v for k, v in out.items() if v is not None}
@@ -165,8 +194,9 @@ def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) ->
     lot_size = n_train if algorithm is Algorithm.NOISY_GD else spec.lot_size
     steps = steps_for(epochs=spec.epochs, n_train=n_train, lot_size=lot_size)
     if not algorithm.private:
-        return TrainingPlan(algorithm=algorithm, n_train=n_train, steps=steps, lot_size=lot_size,
-                            pca_dims=spec.pca_dims)  # fmt: skip
+        return TrainingPlan(
+            algorithm=algorithm, n_train=n_train, steps=steps, lot_size=lot_size, pca_dims=spec.pca_dims
+        )
     base = TrainingPlan(
         algorithm=algorithm,
         n_train=n_train,
@@ -185,8 +215,13 @@ def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) ->
     if spec.noise_multiplier is not None:
         return base
     by = spec.calibration_accountant or "rdp"
-    sigma = calibrate_sigma(lambda s: _with_sigma(base, s).ledger(), target_epsilon=spec.target_epsilon,
-                            delta=spec.delta, hint=sigma_hint, accountant_name=by)  # fmt: skip
+    sigma = calibrate_sigma(
+        lambda s: _with_sigma(base, s).ledger(),
+        target_epsilon=spec.target_epsilon,
+        delta=spec.delta,
+        hint=sigma_hint,
+        accountant_name=by,
+    )
     return replace(_with_sigma(base, sigma), calibrated_by=by)
 
 
@@ -195,29 +230,60 @@ def learner_plan(spec: RunSpec, *, n_train: int) -> TrainingPlan:
     algorithm, epsilon, delta = Algorithm(spec.algorithm), spec.target_epsilon, spec.delta
     common = dict(algorithm=algorithm, n_train=n_train, delta=delta)
     if algorithm is Algorithm.EXPMECH_STUMPS:
-        return TrainingPlan(**common, steps=1, lot_size=n_train, noise_phases=((1.0, 1),),
-                            learner_parameters=(("expmech_epsilon", epsilon),),
-                            learner_step=Release(event=budget.expmech_event(epsilon), label=(
-                                f"exponential mechanism over {spec.thresholds}-threshold decision stumps, ε = "
-                                f"{epsilon:g} (score: −training errors, sensitivity 1)")))  # fmt: skip
+        return TrainingPlan(
+            **common,
+            steps=1,
+            lot_size=n_train,
+            noise_phases=((1.0, 1),),
+            learner_parameters=(("expmech_epsilon", epsilon),),
+            learner_step=Release(
+                event=budget.expmech_event(epsilon),
+                label=(
+                    f"exponential mechanism over {spec.thresholds}-threshold decision stumps, ε = "
+                    f"{epsilon:g} (score: −training errors, sensitivity 1)"
+                ),
+            ),
+        )
     if algorithm is Algorithm.SQ_LAPLACE:
         iterations, queries = int(spec.epochs), spec_dataset_info(spec).n_features + 1  # a weight per feature, a bias
-        per_query = budget.sq_query_epsilon(target_epsilon=epsilon, iterations=iterations,
-                                            queries_per_iteration=queries)  # fmt: skip
-        return TrainingPlan(**common, steps=iterations, lot_size=n_train, noise_phases=((1.0, iterations),),
-                            learner_parameters=(("query_epsilon", per_query), ("laplace_scale", 1.0 / per_query),
-                                                ("queries_per_iteration", queries)),
-                            learner_step=Release(event=budget.sq_step_event(
-                                query_epsilon=per_query, queries_per_iteration=queries), label=(
-                                f"SQ iteration: {queries} statistical queries Σφ, φ ∈ [0, 1], each with Laplace "
-                                f"noise of scale {1.0 / per_query:.4g} (ε_q = {per_query:.3g})")))  # fmt: skip
+        per_query = budget.sq_query_epsilon(
+            target_epsilon=epsilon, iterations=iterations, queries_per_iteration=queries
+        )
+        return TrainingPlan(
+            **common,
+            steps=iterations,
+            lot_size=n_train,
+            noise_phases=((1.0, iterations),),
+            learner_parameters=(
+                ("query_epsilon", per_query),
+                ("laplace_scale", 1.0 / per_query),
+                ("queries_per_iteration", queries),
+            ),
+            learner_step=Release(
+                event=budget.sq_step_event(query_epsilon=per_query, queries_per_iteration=queries),
+                label=(
+                    f"SQ iteration: {queries} statistical queries Σφ, φ ∈ [0, 1], each with Laplace "
+                    f"noise of scale {1.0 / per_query:.4g} (ε_q = {per_query:.3g})"
+                ),
+            ),
+        )
     rounds = spec.rounds
     eta = budget.rwm_eta(target_epsilon=epsilon, rounds=rounds, delta=delta)
-    return TrainingPlan(**common, steps=rounds, lot_size=1, noise_phases=((1.0, rounds),),
-                        learner_parameters=(("eta", eta),), neighboring=NeighboringRelation.REPLACE_ONE,
-                        learner_step=Release(event=budget.rwm_round_event(eta), label=(
-                            f"randomized weighted majority round (exponential mechanism over cumulative losses, "
-                            f"η = {eta:.4g}: 2η-DP)")))  # fmt: skip
+    return TrainingPlan(
+        **common,
+        steps=rounds,
+        lot_size=1,
+        noise_phases=((1.0, rounds),),
+        learner_parameters=(("eta", eta),),
+        neighboring=NeighboringRelation.REPLACE_ONE,
+        learner_step=Release(
+            event=budget.rwm_round_event(eta),
+            label=(
+                f"randomized weighted majority round (exponential mechanism over cumulative losses, "
+                f"η = {eta:.4g}: 2η-DP)"
+            ),
+        ),
+    )
 
 
 def plan_spec(spec: RunSpec, *, sigma_hint: float | None = None) -> TrainingPlan:

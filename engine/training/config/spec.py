@@ -169,8 +169,13 @@ def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
     values |= _model_options(raw, model, info)
     values |= _privacy_options(raw, algorithm, values, info)
     values |= _training_options(raw, algorithm, values, info, model)
-    return RunSpec(dataset=info.name if not csv_fields else raw["dataset"], model=model, algorithm=algorithm.value,
-                   **csv_fields, **values)  # fmt: skip
+    return RunSpec(
+        dataset=info.name if not csv_fields else raw["dataset"],
+        model=model,
+        algorithm=algorithm.value,
+        **csv_fields,
+        **values,
+    )
 
 
 def _lab_noise_only(raw: Mapping[str, Any], algorithm: Algorithm) -> Mapping[str, Any]:
@@ -180,8 +185,11 @@ def _lab_noise_only(raw: Mapping[str, Any], algorithm: Algorithm) -> Mapping[str
         return raw
     if _choice("noise", raw["noise"], NOISE_MODES) != NOISE_MODES[0]:
         having = ", ".join(a.value for a, keys in KEYS_BY_ALGORITHM.items() if "noise" in keys)
-        raise SpecError("noise", f"release mode applies to {having} (their Gaussian noise from OS randomness, "
-                                 f"hardened); {algorithm.value} runs in the reproducible lab mode only")  # fmt: skip
+        raise SpecError(
+            "noise",
+            f"release mode applies to {having} (their Gaussian noise from OS randomness, "
+            f"hardened); {algorithm.value} runs in the reproducible lab mode only",
+        )
     return {k: v for k, v in raw.items() if k != "noise"}
 
 
@@ -194,22 +202,33 @@ def _learner_spec(
     if info.n_classes != 2:
         raise SpecError("dataset", f"{algorithm.value} learns two classes; {info.name} has {info.n_classes} classes")
     if values["delta"] >= 1.0 / info.n_train:
-        raise SpecError("delta", f"must be < 1/N = {1.0 / info.n_train:.3g} for {info.name} (N={info.n_train}); "
-                                 f"δ ≥ 1/N allows releasing a whole record, got {values['delta']:g}")  # fmt: skip
+        raise SpecError(
+            "delta",
+            f"must be < 1/N = {1.0 / info.n_train:.3g} for {info.name} (N={info.n_train}); "
+            f"δ ≥ 1/N allows releasing a whole record, got {values['delta']:g}",
+        )
     out: dict[str, Any] = {"epochs": 1.0, "lr": 1.0} | values
     if algorithm in (Algorithm.EXPMECH_STUMPS, Algorithm.RWM_ONLINE, Algorithm.RWM_LINEAR):
         out.setdefault("thresholds", DEFAULT_THRESHOLDS)
     if algorithm in (Algorithm.RWM_ONLINE, Algorithm.RWM_LINEAR):
         out.setdefault("rounds", info.n_train)
         if out["rounds"] > info.n_train:
-            raise SpecError("rounds", f"must be an integer in [1, {info.n_train}]: each round is a different "
-                                      f"training example of {info.name}, so each example is used once")  # fmt: skip
+            raise SpecError(
+                "rounds",
+                f"must be an integer in [1, {info.n_train}]: each round is a different "
+                f"training example of {info.name}, so each example is used once",
+            )
     if algorithm is Algorithm.SQ_LAPLACE and out["epochs"] != int(out["epochs"]):
         raise SpecError(
             "epochs", f"sq_laplace takes whole iterations (full-batch statistical queries), got {out['epochs']:g}"
         )
-    return RunSpec(dataset=info.name if not csv_fields else raw["dataset"], model=model, algorithm=algorithm.value,
-                   **csv_fields, **out)  # fmt: skip
+    return RunSpec(
+        dataset=info.name if not csv_fields else raw["dataset"],
+        model=model,
+        algorithm=algorithm.value,
+        **csv_fields,
+        **out,
+    )
 
 
 def _dataset(raw: Mapping[str, Any]) -> tuple[DatasetInfo, dict[str, Any]]:
@@ -279,13 +298,15 @@ def _privacy_options(
         )
     out["noise"] = _choice("noise", raw.get("noise", NOISE_MODES[0]), NOISE_MODES)
     if "target_epsilon" in values:
-        out["calibration_accountant"] = _choice("calibration_accountant", raw.get("calibration_accountant", "rdp"),
-                                                CALIBRATION_ACCOUNTANTS)  # fmt: skip
+        out["calibration_accountant"] = _choice(
+            "calibration_accountant", raw.get("calibration_accountant", "rdp"), CALIBRATION_ACCOUNTANTS
+        )
     elif "calibration_accountant" in raw:
         raise SpecError("calibration_accountant", "only applies with target_epsilon (σ is calibrated to meet it)")
     if algorithm is Algorithm.ANISO_DPSGD:
-        out["aniso_granularity"] = _choice("aniso_granularity", raw.get("aniso_granularity", "layer"),
-                                           ANISO_GRANULARITIES)  # fmt: skip
+        out["aniso_granularity"] = _choice(
+            "aniso_granularity", raw.get("aniso_granularity", "layer"), ANISO_GRANULARITIES
+        )
         out["aniso_smoothing"] = values.get("aniso_smoothing", 0.9)
         out["aniso_max_ratio"] = values.get("aniso_max_ratio", 10.0)
     else:
@@ -322,8 +343,11 @@ def _training_options(
     lot = values.get("lot_size", info.n_train)  # noisy GD: the full batch
     steps = steps_for(epochs=values["epochs"], n_train=info.n_train, lot_size=lot)
     if steps > MAX_TRAINING_STEPS:
-        raise SpecError("epochs", f"{values['epochs']:g} epochs at lot size {lot} is {steps:,} steps; at most "
-                                  f"{MAX_TRAINING_STEPS:,} per run (raise lot_size or lower epochs)")  # fmt: skip
+        raise SpecError(
+            "epochs",
+            f"{values['epochs']:g} epochs at lot size {lot} is {steps:,} steps; at most "
+            f"{MAX_TRAINING_STEPS:,} per run (raise lot_size or lower epochs)",
+        )
     if "pca_dims" in values:
         if model == "cnn":
             raise SpecError("pca_dims", "does not apply to model 'cnn' (it needs the image, not projected features)")

@@ -66,7 +66,12 @@ from engine.training.datasets.tabular_csv import (
 
 DATASETS: dict[str, DatasetInfo] = {
     "digits": DatasetInfo(
-        name="digits", title="Digits (8×8, built-in)", n_train=1438, n_test=359, n_classes=10, n_features=64,
+        name="digits",
+        title="Digits (8×8, built-in)",
+        n_train=1438,
+        n_test=359,
+        n_classes=10,
+        n_features=64,
         image_shape=DIGITS_IMAGE_SHAPE,
         description="scikit-learn's 1,797 handwritten 8×8 digits; offline, no download.",
         source="scikit-learn load_digits: UCI Optical Recognition of Handwritten Digits, "
@@ -74,35 +79,54 @@ DATASETS: dict[str, DatasetInfo] = {
         load=load_digits,
     ),
     "adult": DatasetInfo(
-        name="adult", title="UCI Adult (census income)", n_train=32_561, n_test=16_281, n_classes=2,
+        name="adult",
+        title="UCI Adult (census income)",
+        n_train=32_561,
+        n_test=16_281,
+        n_classes=2,
         n_features=ADULT_N_FEATURES,
         description="Predict income > $50K from 14 census attributes (UCI, CC BY 4.0).",
         source="Becker, Kohavi (1996), UCI Machine Learning Repository, https://archive.ics.uci.edu/dataset/2/adult",
         load=load_adult,
     ),
     "mnist": DatasetInfo(
-        name="mnist", title="MNIST (28×28 digits)", n_train=60_000, n_test=10_000, n_classes=10, n_features=784,
+        name="mnist",
+        title="MNIST (28×28 digits)",
+        n_train=60_000,
+        n_test=10_000,
+        n_classes=10,
+        n_features=784,
         image_shape=IDX_IMAGE_SHAPE,
         description="LeCun, Cortes, Burges: 70,000 handwritten digits (CC BY-SA 3.0).",
         source="http://yann.lecun.com/exdb/mnist/",
         load=load_mnist,
     ),
     "fashion-mnist": DatasetInfo(
-        name="fashion-mnist", title="Fashion-MNIST (28×28 clothing)", n_train=60_000, n_test=10_000, n_classes=10,
-        n_features=784, image_shape=IDX_IMAGE_SHAPE,
+        name="fashion-mnist",
+        title="Fashion-MNIST (28×28 clothing)",
+        n_train=60_000,
+        n_test=10_000,
+        n_classes=10,
+        n_features=784,
+        image_shape=IDX_IMAGE_SHAPE,
         description="Zalando Research: 70,000 images of 10 clothing classes (MIT).",
         source="Xiao, Rasul, Vollgraf (2017), arXiv:1708.07747, https://github.com/zalandoresearch/fashion-mnist",
         load=load_fashion_mnist,
     ),
     "cifar10": DatasetInfo(
-        name="cifar10", title="CIFAR-10 (32×32 colour)", n_train=50_000, n_test=10_000, n_classes=10,
-        n_features=3072, image_shape=CIFAR10_IMAGE_SHAPE,
+        name="cifar10",
+        title="CIFAR-10 (32×32 colour)",
+        n_train=50_000,
+        n_test=10_000,
+        n_classes=10,
+        n_features=3072,
+        image_shape=CIFAR10_IMAGE_SHAPE,
         description="Krizhevsky: 60,000 32×32 colour images of 10 object classes (animals and vehicles).",
         source="Krizhevsky (2009), Learning Multiple Layers of Features from Tiny Images, "
         "https://www.cs.toronto.edu/~kriz/cifar.html",
         load=load_cifar10,
     ),
-}  # fmt: skip
+}
 
 CSV_ENTRY: dict[str, Any] = {
     "name": CSV_PREFIX + "PATH",

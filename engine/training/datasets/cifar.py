@@ -128,11 +128,15 @@ def parse_cifar_batch(data: bytes, *, source: str) -> tuple[np.ndarray, np.ndarr
     width = int(np.prod(CIFAR10_IMAGE_SHAPE))
     if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8 or pixels.ndim != 2 or pixels.shape[1] != width:
         shape = getattr(pixels, "shape", None)
-        raise DatasetError(f"{source}: data has the wrong shape or type {shape} {getattr(pixels, 'dtype', '')}, "
-                           f"expected uint8 (N, {width})")  # fmt: skip
+        raise DatasetError(
+            f"{source}: data has the wrong shape or type {shape} {getattr(pixels, 'dtype', '')}, "
+            f"expected uint8 (N, {width})"
+        )
     if not isinstance(labels, list | np.ndarray) or len(labels) != len(pixels):
-        raise DatasetError(f"{source}: expected a list of {len(pixels)} labels, got {type(labels).__name__} "
-                           f"of length {len(labels) if hasattr(labels, '__len__') else '?'}")  # fmt: skip
+        raise DatasetError(
+            f"{source}: expected a list of {len(pixels)} labels, got {type(labels).__name__} "
+            f"of length {len(labels) if hasattr(labels, '__len__') else '?'}"
+        )
     if not all(isinstance(label, int | np.integer) and not isinstance(label, bool) for label in labels):
         raise DatasetError(f"{source}: labels must be integers")
     y = np.asarray(labels, dtype=np.int64).reshape(len(pixels))
@@ -150,8 +154,10 @@ def parse_cifar_archive(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.nd
     path = Path(path)
     names = {name: f"{CIFAR10_FOLDER}/{name}" for name in (*CIFAR10_TRAIN_BATCHES, CIFAR10_TEST_BATCH)}
     members = _read_members(path, set(names.values()))
-    parsed = {name: parse_cifar_batch(members.pop(member), source=f"{path}: member {member}")
-              for name, member in names.items()}  # fmt: skip
+    parsed = {
+        name: parse_cifar_batch(members.pop(member), source=f"{path}: member {member}")
+        for name, member in names.items()
+    }
 
     def features(pixels: list[np.ndarray]) -> np.ndarray:
         x = np.concatenate(pixels).astype(np.float32)
@@ -166,5 +172,12 @@ def parse_cifar_archive(path: str | Path) -> tuple[np.ndarray, np.ndarray, np.nd
 
 def load_cifar10(data_dirs: Sequence[Path]) -> Dataset:
     x_train, y_train, x_test, y_test = parse_cifar_archive(find_file(CIFAR10_FILE, data_dirs))
-    return Dataset(name="cifar10", x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test, n_classes=10,
-                   image_shape=CIFAR10_IMAGE_SHAPE)  # fmt: skip
+    return Dataset(
+        name="cifar10",
+        x_train=x_train,
+        y_train=y_train,
+        x_test=x_test,
+        y_test=y_test,
+        n_classes=10,
+        image_shape=CIFAR10_IMAGE_SHAPE,
+    )

@@ -90,13 +90,20 @@ def csv_schema_suggestion(
         raise DatasetError(f"{path}: the file has a header but no data rows")
     labels = seen[target_index]
     if labels is None:
-        raise DatasetError(f"{path}: the target column {target!r} has more than {max_categories} distinct values; "
-                           "it does not look like a class label")  # fmt: skip
+        raise DatasetError(
+            f"{path}: the target column {target!r} has more than {max_categories} distinct values; "
+            "it does not look like a class label"
+        )
     if len(labels) < 2:
         raise DatasetError(f"{path}: the target column {target!r} has fewer than 2 distinct non-empty values")
     classes, withheld_classes = _common(labels, min_rows)
-    schema: dict[str, Any] = {"target": target, "classes": classes, "numeric": {}, "categorical": {},
-                              "test_fraction": CSV_DEFAULT_TEST_FRACTION}  # fmt: skip
+    schema: dict[str, Any] = {
+        "target": target,
+        "classes": classes,
+        "numeric": {},
+        "categorical": {},
+        "test_fraction": CSV_DEFAULT_TEST_FRACTION,
+    }
     withheld: dict[str, int] = {}
     for j, name in enumerate(header):
         if j == target_index or not name:
@@ -109,8 +116,7 @@ def csv_schema_suggestion(
                 schema["categorical"][name] = levels
             if rare:
                 withheld[name] = rare
-    return CsvSuggestion(schema=schema, min_rows=min_rows, withheld_classes=withheld_classes,
-                         withheld_levels=withheld)  # fmt: skip
+    return CsvSuggestion(schema=schema, min_rows=min_rows, withheld_classes=withheld_classes, withheld_levels=withheld)
 
 
 def infer_csv_schema(

@@ -21,5 +21,12 @@ def load_digits(data_dirs: Sequence[Path] = ()) -> Dataset:
     order = np.random.default_rng(DIGITS_SPLIT_SEED).permutation(len(x))
     n_test = round(len(x) * DIGITS_TEST_FRACTION)
     test, train = order[:n_test], order[n_test:]
-    return Dataset(name="digits", x_train=x[train], y_train=y[train], x_test=x[test], y_test=y[test], n_classes=10,
-                   image_shape=DIGITS_IMAGE_SHAPE)  # fmt: skip
+    return Dataset(
+        name="digits",
+        x_train=x[train],
+        y_train=y[train],
+        x_test=x[test],
+        y_test=y[test],
+        n_classes=10,
+        image_shape=DIGITS_IMAGE_SHAPE,
+    )

@@ -33,8 +33,11 @@ IDX_IMAGE_SHAPE = (1, 28, 28)
 
 
 def idx_file(name: str, filename: str) -> RemoteFile:
-    return RemoteFile(relpath=f"{name}/{filename}", sha256=IDX_SHA256[name][filename],
-                      urls=tuple(base + filename for base in IDX_SOURCES[name]))  # fmt: skip
+    return RemoteFile(
+        relpath=f"{name}/{filename}",
+        sha256=IDX_SHA256[name][filename],
+        urls=tuple(base + filename for base in IDX_SOURCES[name]),
+    )
 
 
 def parse_idx(path: Path, *, ndim: int) -> np.ndarray:
@@ -67,8 +70,15 @@ def load_idx_dataset(name: str, data_dirs: Sequence[Path]) -> Dataset:
             raise DatasetError(f"{name} {split}: images are {images.shape[1:]}, expected {IDX_IMAGE_SHAPE[1:]}")
         arrays[split] = (images.reshape(len(images), -1).astype(np.float32) / 255.0, labels.astype(np.int64))
     (x_train, y_train), (x_test, y_test) = arrays["train"], arrays["test"]
-    return Dataset(name=name, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test, n_classes=10,
-                   image_shape=IDX_IMAGE_SHAPE)  # fmt: skip
+    return Dataset(
+        name=name,
+        x_train=x_train,
+        y_train=y_train,
+        x_test=x_test,
+        y_test=y_test,
+        n_classes=10,
+        image_shape=IDX_IMAGE_SHAPE,
+    )
 
 
 def load_mnist(data_dirs: Sequence[Path]) -> Dataset:

@@ -166,10 +166,16 @@ def parse_csv_schema(raw: Mapping[str, Any]) -> CsvSchema:
         raise CsvSchemaError("schema", "declare at least one feature column under numeric or categorical")
     test_fraction = raw.get("test_fraction", CSV_DEFAULT_TEST_FRACTION)
     if not _is_number(test_fraction) or not 0 < test_fraction <= CSV_MAX_TEST_FRACTION:
-        raise CsvSchemaError("schema.test_fraction", f"expected a number in (0, {CSV_MAX_TEST_FRACTION}], "
-                             f"got {brief(test_fraction)}")  # fmt: skip
-    schema = CsvSchema(target=target, classes=classes, numeric=tuple(numeric), categorical=tuple(categorical),
-                       test_fraction=float(test_fraction))  # fmt: skip
+        raise CsvSchemaError(
+            "schema.test_fraction", f"expected a number in (0, {CSV_MAX_TEST_FRACTION}], got {brief(test_fraction)}"
+        )
+    schema = CsvSchema(
+        target=target,
+        classes=classes,
+        numeric=tuple(numeric),
+        categorical=tuple(categorical),
+        test_fraction=float(test_fraction),
+    )
     if schema.n_features > MAX_CSV_FEATURES:
         raise CsvSchemaError("schema", f"{schema.n_features} feature columns, more than the limit {MAX_CSV_FEATURES}")
     return schema
@@ -184,8 +190,9 @@ def _decoded_lines(path: Path, handle: BinaryIO) -> Iterator[str]:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise DatasetError(f"{path}: line {number} is not valid UTF-8 (byte {exc.start + 1} of the line); "
-                               "save the file as UTF-8") from None  # fmt: skip
+            raise DatasetError(
+                f"{path}: line {number} is not valid UTF-8 (byte {exc.start + 1} of the line); save the file as UTF-8"
+            ) from None
         yield text.removeprefix("\ufeff") if number == 1 else text
 
 
@@ -220,15 +227,18 @@ def csv_rows(path: Path) -> Iterator[tuple[list[str], Iterator[tuple[int, list[s
         columns: dict[str, int] = {}
         for index, name in enumerate(header):
             if name and name in columns:
-                raise DatasetError(f"{path}: line {first[0]}: duplicate column name {brief(name)} in the header "
-                                   f"(columns {columns[name] + 1} and {index + 1})")  # fmt: skip
+                raise DatasetError(
+                    f"{path}: line {first[0]}: duplicate column name {brief(name)} in the header "
+                    f"(columns {columns[name] + 1} and {index + 1})"
+                )
             columns[name] = index
 
         def checked() -> Iterator[tuple[int, list[str]]]:
             for line, cells in body:
                 if len(cells) != len(header):
-                    raise DatasetError(f"{path}: line {line} has {len(cells)} fields, expected {len(header)} "
-                                       "as in the header")  # fmt: skip
+                    raise DatasetError(
+                        f"{path}: line {line} has {len(cells)} fields, expected {len(header)} as in the header"
+                    )
                 yield line, cells
 
         yield header, checked()
@@ -246,8 +256,9 @@ def _split_sizes(path: Path, n_rows: int, test_fraction: float) -> tuple[int, in
         raise DatasetError(f"{path}: the file has a header but no data rows")
     n_test = round(n_rows * test_fraction)
     if n_test < 1 or n_test >= n_rows:
-        raise DatasetError(f"{path}: {n_rows} data rows are too few for a train and a test split at "
-                           f"test_fraction {test_fraction}")  # fmt: skip
+        raise DatasetError(
+            f"{path}: {n_rows} data rows are too few for a train and a test split at test_fraction {test_fraction}"
+        )
     return n_rows - n_test, n_test
 
 
@@ -321,8 +332,10 @@ def _encoded_rows(path: Path, schema: CsvSchema) -> Iterator[EncodedRow]:
         for line, cells in rows:
             label = class_index.get(cells[target])
             if label is None:
-                raise DatasetError(f"{path}: line {line}: target value {brief(cells[target], 60)} is not one of "
-                                   f"the declared classes {brief(list(schema.classes), 200)}")  # fmt: skip
+                raise DatasetError(
+                    f"{path}: line {line}: target value {brief(cells[target], 60)} is not one of "
+                    f"the declared classes {brief(list(schema.classes), 200)}"
+                )
             values = []
             for index, name in numeric:
                 cell = cells[index]
@@ -367,5 +380,11 @@ def load_csv(path: str | Path, schema: CsvSchema) -> Dataset:
     order = np.random.default_rng(CSV_SPLIT_SEED).permutation(n_rows)
     test, train = order[:n_test], order[n_test:]
     assert len(train) == n_train
-    return Dataset(name=CSV_PREFIX + str(path), x_train=x[train], y_train=y[train], x_test=x[test], y_test=y[test],
-                   n_classes=len(schema.classes))  # fmt: skip
+    return Dataset(
+        name=CSV_PREFIX + str(path),
+        x_train=x[train],
+        y_train=y[train],
+        x_test=x[test],
+        y_test=y[test],
+        n_classes=len(schema.classes),
+    )

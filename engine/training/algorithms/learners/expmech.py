@@ -52,15 +52,17 @@ def mechanism_logits(scores: np.ndarray, epsilon: float, *, sensitivity: float, 
     return epsilon * np.asarray(scores, dtype=np.float64) / (score_factor(monotone) * sensitivity)
 
 
-def sample_exponential_mechanism(scores: np.ndarray, epsilon: float, rng: np.random.Generator, *,
-                                 sensitivity: float = 1.0, monotone: bool = False) -> int:  # fmt: skip
+def sample_exponential_mechanism(
+    scores: np.ndarray, epsilon: float, rng: np.random.Generator, *, sensitivity: float = 1.0, monotone: bool = False
+) -> int:
     """One index drawn with probability ∝ exp(ε·score/(cΔ)) (Gumbel-max: exact, no overflow)."""
     logits = mechanism_logits(scores, epsilon, sensitivity=sensitivity, monotone=monotone)
     return int(np.argmax(logits + rng.gumbel(size=logits.shape)))
 
 
-def exponential_mechanism_probabilities(scores: np.ndarray, epsilon: float, *, sensitivity: float = 1.0,
-                                        monotone: bool = False) -> np.ndarray:  # fmt: skip
+def exponential_mechanism_probabilities(
+    scores: np.ndarray, epsilon: float, *, sensitivity: float = 1.0, monotone: bool = False
+) -> np.ndarray:
     """The exact output distribution of `sample_exponential_mechanism` (a log-sum-exp softmax)."""
     logits = mechanism_logits(scores, epsilon, sensitivity=sensitivity, monotone=monotone)
     weights = np.exp(logits - logits.max())
@@ -73,8 +75,9 @@ def error_bound(n: int, hypotheses: int, epsilon: float, beta: float = BETA, *, 
     return score_factor(monotone) * (math.log(hypotheses) + math.log(1.0 / beta)) / (epsilon * n)
 
 
-def train_expmech(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: ShouldStop,
-                  report: Report) -> LearnerOutcome:  # fmt: skip
+def train_expmech(
+    spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: ShouldStop, report: Report
+) -> LearnerOutcome:
     check_data(plan, len(data.y_train))
     stumps = Stumps(n_features=data.n_features, thresholds=spec.thresholds)
     test_errors = stumps.error_counts(stumps.positions(data.x_test), data.y_test) / len(data.y_test)
@@ -84,9 +87,15 @@ def train_expmech(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_st
         return LearnerOutcome(test_accuracy=1.0 - uniform_error, test_loss=uniform_error, steps=0)
     started = time.perf_counter()
     train_errors = stumps.error_counts(stumps.positions(data.x_train), data.y_train)
-    chosen = sample_exponential_mechanism(-train_errors, parameter(plan, "expmech_epsilon"),
-                                          learner_rng(spec, EXPMECH_STREAM), monotone=True)  # fmt: skip
+    chosen = sample_exponential_mechanism(
+        -train_errors, parameter(plan, "expmech_epsilon"), learner_rng(spec, EXPMECH_STREAM), monotone=True
+    )
     error = float(test_errors[chosen])
-    report(1, test_accuracy=1.0 - error, test_loss=error, train_accuracy=1.0 - train_errors[chosen] / plan.n_train,
-           elapsed_s=time.perf_counter() - started)  # fmt: skip
+    report(
+        1,
+        test_accuracy=1.0 - error,
+        test_loss=error,
+        train_accuracy=1.0 - train_errors[chosen] / plan.n_train,
+        elapsed_s=time.perf_counter() - started,
+    )
     return LearnerOutcome(test_accuracy=1.0 - error, test_loss=error, steps=1)

@@ -60,7 +60,9 @@ def randomized_classifier_evaluator(stumps: Stumps, data: Dataset) -> Evaluate:
     return evaluate
 
 
-def train_rwm_linear(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: ShouldStop,
-                     report: Report) -> LearnerOutcome:  # fmt: skip
-    return train_on_stream(spec, plan, data, should_stop=should_stop, report=report,
-                           evaluate_of=randomized_classifier_evaluator)  # fmt: skip
+def train_rwm_linear(
+    spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: ShouldStop, report: Report
+) -> LearnerOutcome:
+    return train_on_stream(
+        spec, plan, data, should_stop=should_stop, report=report, evaluate_of=randomized_classifier_evaluator
+    )

@@ -119,9 +119,15 @@ def segments(rounds: int, stops: set[int]) -> list[tuple[int, int]]:
     return list(itertools.pairwise(cuts))
 
 
-def play_stream(losses_of: Callable[[np.ndarray], np.ndarray], order: np.ndarray, learners: list[WeightedMajority], *,
-                should_stop: ShouldStop = None, checkpoints: set[int] = frozenset(),
-                on_checkpoint: Callable[[int], None] | None = None) -> int:  # fmt: skip
+def play_stream(
+    losses_of: Callable[[np.ndarray], np.ndarray],
+    order: np.ndarray,
+    learners: list[WeightedMajority],
+    *,
+    should_stop: ShouldStop = None,
+    checkpoints: set[int] = frozenset(),
+    on_checkpoint: Callable[[int], None] | None = None,
+) -> int:
     """Runs the learners on the rounds `order` (example indices); `losses_of(indices)` gives their (r, k) losses.
     Calls `on_checkpoint(rounds done)` after each round in `checkpoints`. Returns the rounds played (fewer when
     stopped: `should_stop` is polled at least every ROUNDS_PER_POLL rounds)."""
@@ -138,8 +144,15 @@ def play_stream(losses_of: Callable[[np.ndarray], np.ndarray], order: np.ndarray
     return done
 
 
-def train_on_stream(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: ShouldStop, report: Report,
-                    evaluate_of: Callable[[Stumps, Dataset], Evaluate]) -> LearnerOutcome:  # fmt: skip
+def train_on_stream(
+    spec: RunSpec,
+    plan: TrainingPlan,
+    data: Dataset,
+    *,
+    should_stop: ShouldStop,
+    report: Report,
+    evaluate_of: Callable[[Stumps, Dataset], Evaluate],
+) -> LearnerOutcome:
     """Private RWM (η from the plan) and the non-private reference on the seeded stream, reporting as it goes;
     `evaluate_of` turns the released play counts into test metrics (rwm_online and rwm_linear differ only there)."""
     check_data(plan, len(data.y_train))
@@ -164,13 +177,25 @@ def train_on_stream(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_
     def on_checkpoint(done: int) -> None:
         nonlocal accuracy, loss
         accuracy, loss = evaluate(private.plays)
-        report(done, test_accuracy=accuracy, test_loss=loss, regret=private.regret,
-               regret_bound=regret_bound(eta=private.eta, rounds=done, experts=stumps.size),
-               regret_nonprivate=reference.regret, train_accuracy=1.0 - private.loss / done,
-               elapsed_s=time.perf_counter() - started)  # fmt: skip
+        report(
+            done,
+            test_accuracy=accuracy,
+            test_loss=loss,
+            regret=private.regret,
+            regret_bound=regret_bound(eta=private.eta, rounds=done, experts=stumps.size),
+            regret_nonprivate=reference.regret,
+            train_accuracy=1.0 - private.loss / done,
+            elapsed_s=time.perf_counter() - started,
+        )
 
-    done = play_stream(losses_of, order, [private, reference], should_stop=should_stop, checkpoints=checkpoints,
-                       on_checkpoint=on_checkpoint)  # fmt: skip
+    done = play_stream(
+        losses_of,
+        order,
+        [private, reference],
+        should_stop=should_stop,
+        checkpoints=checkpoints,
+        on_checkpoint=on_checkpoint,
+    )
     if done and done not in checkpoints:  # stopped between report points: the last round played is reported
         on_checkpoint(done)
     return LearnerOutcome(test_accuracy=accuracy, test_loss=loss, steps=done)
@@ -191,7 +216,7 @@ def most_played_evaluator(stumps: Stumps, data: Dataset) -> Evaluate:
     return evaluate
 
 
-def train_rwm_online(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: ShouldStop,
-                     report: Report) -> LearnerOutcome:  # fmt: skip
-    return train_on_stream(spec, plan, data, should_stop=should_stop, report=report,
-                           evaluate_of=most_played_evaluator)  # fmt: skip
+def train_rwm_online(
+    spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: ShouldStop, report: Report
+) -> LearnerOutcome:
+    return train_on_stream(spec, plan, data, should_stop=should_stop, report=report, evaluate_of=most_played_evaluator)

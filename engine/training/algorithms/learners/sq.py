@@ -75,8 +75,9 @@ def gradient_queries(theta: np.ndarray, x1: np.ndarray, y: np.ndarray) -> np.nda
     return (np.clip(residual[:, None] * x1, -1.0, 1.0) + 1.0) / 2.0
 
 
-def sq_update(theta: np.ndarray, x1: np.ndarray, y: np.ndarray, *, oracle: LaplaceSumOracle, n_public: int,
-              lr: float) -> np.ndarray:  # fmt: skip
+def sq_update(
+    theta: np.ndarray, x1: np.ndarray, y: np.ndarray, *, oracle: LaplaceSumOracle, n_public: int, lr: float
+) -> np.ndarray:
     """One iteration: q noisy statistical queries, their answers mapped back to a gradient estimate, one step."""
     answers = oracle.answer(gradient_queries(theta, x1, y))
     return theta - lr * (2.0 * answers / n_public - 1.0)
@@ -88,15 +89,17 @@ def accuracy_and_log_loss(theta: np.ndarray, x1: np.ndarray, y: np.ndarray) -> t
     return float(np.mean((z > 0) == (y == 1))), float(np.mean(log_loss))
 
 
-def train_sq(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: ShouldStop,
-             report: Report) -> LearnerOutcome:  # fmt: skip
+def train_sq(
+    spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: ShouldStop, report: Report
+) -> LearnerOutcome:
     check_data(plan, len(data.y_train))
     x1, y = with_bias(data.x_train), data.y_train.astype(np.float64)
     x1_test, y_test = with_bias(data.x_test), data.y_test.astype(np.float64)
     queries = int(parameter(plan, "queries_per_iteration"))
     if x1.shape[1] != queries:
-        raise ValueError(f"the plan charges {queries} queries per iteration, but the data has {x1.shape[1] - 1} "
-                         f"features (+1 bias)")  # fmt: skip
+        raise ValueError(
+            f"the plan charges {queries} queries per iteration, but the data has {x1.shape[1] - 1} features (+1 bias)"
+        )
     oracle = LaplaceSumOracle(parameter(plan, "laplace_scale"), learner_rng(spec, SQ_STREAM))
     theta = np.zeros(queries)
     accuracy, loss = accuracy_and_log_loss(theta, x1_test, y_test)
@@ -109,6 +112,12 @@ def train_sq(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: S
         theta = sq_update(theta, x1, y, oracle=oracle, n_public=plan.n_train, lr=spec.lr)
         accuracy, loss = accuracy_and_log_loss(theta, x1_test, y_test)
         steps = step
-        report(step, test_accuracy=accuracy, test_loss=loss, train_loss=train_loss, train_accuracy=train_accuracy,
-               elapsed_s=time.perf_counter() - started)  # fmt: skip
+        report(
+            step,
+            test_accuracy=accuracy,
+            test_loss=loss,
+            train_loss=train_loss,
+            train_accuracy=train_accuracy,
+            elapsed_s=time.perf_counter() - started,
+        )
     return LearnerOutcome(test_accuracy=accuracy, test_loss=loss, steps=steps)

@@ -71,8 +71,9 @@ class Stumps:
             above.append(np.searchsorted(grid, chunk, side="left").astype(np.int16))
             below.append(np.searchsorted(grid, chunk, side="right").astype(np.int16))
         empty = np.zeros((0, self.n_features), dtype=np.int16)
-        return Positions(above=np.concatenate(above) if above else empty,
-                         below=np.concatenate(below) if below else empty)  # fmt: skip
+        return Positions(
+            above=np.concatenate(above) if above else empty, below=np.concatenate(below) if below else empty
+        )
 
     def error_counts(self, positions: Positions, y: np.ndarray) -> np.ndarray:
         """(k,) int64: how many of the examples each stump misclassifies."""
@@ -111,8 +112,10 @@ class Stumps:
         offsets = np.arange(self.n_features) * width
         cells = np.hstack([positions.above + offsets, positions.below + offsets + self.n_features * width])
         n = len(positions)
-        picks = sparse.csr_matrix((np.ones(cells.size), cells.ravel(), np.arange(0, cells.size + 1, cells.shape[1])),
-                                  shape=(n, 2 * self.n_features * width))  # fmt: skip
+        picks = sparse.csr_matrix(
+            (np.ones(cells.size), cells.ravel(), np.arange(0, cells.size + 1, cells.shape[1])),
+            shape=(n, 2 * self.n_features * width),
+        )
         zeros = np.zeros((self.n_features, 1))
 
         def vote(weights: np.ndarray) -> np.ndarray:

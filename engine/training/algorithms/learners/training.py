@@ -20,8 +20,9 @@ LEARNERS: dict[Algorithm, Callable[..., LearnerOutcome]] = {
 }
 
 
-def train_learner(spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: Callable[[], bool] | None,
-                  report: Report) -> LearnerOutcome:  # fmt: skip
+def train_learner(
+    spec: RunSpec, plan: TrainingPlan, data: Dataset, *, should_stop: Callable[[], bool] | None, report: Report
+) -> LearnerOutcome:
     """Runs the spec's learner; `report(step, **metrics)` gets each record (step 0 first)."""
     if data.n_classes != 2:
         raise ValueError(f"{spec.algorithm} learns two classes; {data.name} has {data.n_classes}")

@@ -43,6 +43,15 @@ from engine.training.algorithms.stacked.training import (
 )
 
 __all__ = [
-    "STACK_KEYS", "StackError", "StackMember", "StackedClippedSum", "StackedClipper", "StackedOptimizer",
-    "joint_epsilon", "joint_ledger", "stack_key", "stack_note", "train_stack",
-]  # fmt: skip
+    "STACK_KEYS",
+    "StackError",
+    "StackMember",
+    "StackedClippedSum",
+    "StackedClipper",
+    "StackedOptimizer",
+    "joint_epsilon",
+    "joint_ledger",
+    "stack_key",
+    "stack_note",
+    "train_stack",
+]

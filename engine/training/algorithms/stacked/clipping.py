@@ -77,8 +77,9 @@ class StackedClipper:
         key = tuple(one.shape[1:])
         if key not in self._output_shapes:
             shapes: list[tuple[int, ...]] = []
-            handles = [layer.register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape[1:])))
-                       for layer in self.layers]  # fmt: skip
+            handles = [
+                layer.register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape[1:]))) for layer in self.layers
+            ]
             try:
                 with torch.no_grad():
                     self.base(one)
@@ -124,8 +125,11 @@ class StackedClipper:
             log_probs = F.log_softmax(logits, dim=2)
             losses = -log_probs.gather(2, y.expand(self.members, -1).unsqueeze(2)).squeeze(2)
             d_logits = log_probs.exp()
-            d_logits.scatter_add_(2, y.expand(self.members, -1).unsqueeze(2),
-                                  d_logits.new_full((1, 1, 1), -1.0).expand(self.members, len(y), 1))  # fmt: skip
+            d_logits.scatter_add_(
+                2,
+                y.expand(self.members, -1).unsqueeze(2),
+                d_logits.new_full((1, 1, 1), -1.0).expand(self.members, len(y), 1),
+            )
             correct = (logits.argmax(dim=2) == y).sum(dim=1)
         deltas = list(torch.autograd.grad(logits, probes, d_logits)) if probes else []
         if self._last_is_output:
@@ -140,9 +144,13 @@ class StackedClipper:
         members = self.members
         if len(y) == 0:
             zeros = y.new_zeros((members, 0), dtype=x.dtype)
-            return StackedClippedSum(grads={n: torch.zeros_like(self.params[n]) for n in self.names}, norms=zeros,
-                                     loss_sum=x.new_zeros(members), clipped=zeros.bool(),
-                                     correct=torch.zeros(members, dtype=torch.long, device=x.device))  # fmt: skip
+            return StackedClippedSum(
+                grads={n: torch.zeros_like(self.params[n]) for n in self.names},
+                norms=zeros,
+                loss_sum=x.new_zeros(members),
+                clipped=zeros.bool(),
+                correct=torch.zeros(members, dtype=torch.long, device=x.device),
+            )
         losses, inputs, deltas, correct = self._deltas(x, y, per_member)
         sq_norms, finishers = [], []
         for layer, names, a, delta in zip(self.layers, self._layer_params, inputs, deltas, strict=True):
@@ -155,8 +163,13 @@ class StackedClipper:
         grads: dict[str, Tensor] = {}
         for finish in finishers:
             grads.update(finish(factors))
-        return StackedClippedSum(grads={n: grads[n] for n in self.names}, norms=norms, loss_sum=losses.sum(dim=1),
-                                 clipped=norms > thresholds[:, None], correct=correct)  # fmt: skip
+        return StackedClippedSum(
+            grads={n: grads[n] for n in self.names},
+            norms=norms,
+            loss_sum=losses.sum(dim=1),
+            clipped=norms > thresholds[:, None],
+            correct=correct,
+        )
 
 
 def member_axis(per_member: bool) -> int | None:

@@ -14,8 +14,9 @@ class StackedOptimizer:
 
     def __init__(self, name: OptimizerName, params: dict[str, Tensor], momenta: Sequence[float]):
         self.name, self.params = name, params
-        self.momentum = torch.tensor(list(momenta), dtype=next(iter(params.values())).dtype,
-                                     device=next(iter(params.values())).device)  # fmt: skip
+        self.momentum = torch.tensor(
+            list(momenta), dtype=next(iter(params.values())).dtype, device=next(iter(params.values())).device
+        )
         self.state: dict[str, dict[str, Tensor]] = {}
         self.steps = 0
 

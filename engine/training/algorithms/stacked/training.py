@@ -48,8 +48,19 @@ from engine.training.trainer import (
 )
 
 # What every member of a stack must share: the data, the model, and the lots (q and the number of steps).
-STACK_KEYS = ("dataset", "schema", "data_sha256", "features", "pca_dims", "model", "hidden", "lot_size", "epochs",
-              "optimizer", "noise")  # fmt: skip
+STACK_KEYS = (
+    "dataset",
+    "schema",
+    "data_sha256",
+    "features",
+    "pca_dims",
+    "model",
+    "hidden",
+    "lot_size",
+    "epochs",
+    "optimizer",
+    "noise",
+)
 JOINT_ACCOUNTANTS = ("rdp", "pld")  # the joint ε is the tightest of these for the joint ledger
 
 
@@ -71,11 +82,13 @@ class StackMember:
 
 def stack_note(members: int, sampling_rate: float, noise: str) -> str:
     lots = "from OS randomness" if noise == RELEASE else "from the lead run's sampling stream"
-    return (f"Trained in a vectorized stack of {members} runs that shared each step's Poisson lot (rate q = "
-            f"{sampling_rate:.4g}, drawn {lots}); each run drew its own noise (a stream no other run shares), so "
-            "this run on its own is an exact DP-SGD run and the ε above is its own. Releasing several runs of the "
-            "stack together costs their joint ε (stored with the stack: every run's Gaussian noise on each shared "
-            "lot, and every up-front release), not this one.")  # fmt: skip
+    return (
+        f"Trained in a vectorized stack of {members} runs that shared each step's Poisson lot (rate q = "
+        f"{sampling_rate:.4g}, drawn {lots}); each run drew its own noise (a stream no other run shares), so "
+        "this run on its own is an exact DP-SGD run and the ε above is its own. Releasing several runs of the "
+        "stack together costs their joint ε (stored with the stack: every run's Gaussian noise on each shared "
+        "lot, and every up-front release), not this one."
+    )
 
 
 def joint_ledger(plans: Sequence[TrainingPlan], *, upfront_keys: Sequence[str] | None = None) -> PrivacyLedger:
@@ -91,8 +104,9 @@ def joint_ledger(plans: Sequence[TrainingPlan], *, upfront_keys: Sequence[str] |
         firsts.setdefault(key, plan)
     upfront = tuple(release for plan in firsts.values() for release in plan.upfront())
     steps = plans[0].steps
-    sigmas = np.array([np.repeat([p.noise_multiplier * f for f, _ in p.noise_phases], [n for _, n in p.noise_phases])
-                       for p in plans])  # (K, T): σ of every member at every step  # fmt: skip
+    sigmas = np.array(
+        [np.repeat([p.noise_multiplier * f for f, _ in p.noise_phases], [n for _, n in p.noise_phases]) for p in plans]
+    )  # (K, T): σ of every member at every step
     joint = (1.0 / np.square(sigmas)).sum(axis=0) ** -0.5
     phases, start = [], 0
     for end in [*np.flatnonzero(np.diff(joint)) + 1, steps]:
@@ -119,8 +133,10 @@ def joint_epsilon(members: Sequence["StackMember"], plans: Sequence[TrainingPlan
 def check_stackable(members: Sequence[StackMember]) -> None:
     keys = {stack_key(m.spec) for m in members}
     if None in keys or len(keys) != 1:
-        raise StackError("stacked runs must all be flat-clipped DP-SGD on the same data, model, lot size, epochs "
-                         f"and optimizer ({', '.join(STACK_KEYS)})")  # fmt: skip
+        raise StackError(
+            "stacked runs must all be flat-clipped DP-SGD on the same data, model, lot size, epochs "
+            f"and optimizer ({', '.join(STACK_KEYS)})"
+        )
     if len({(m.plan.steps, m.plan.lot_size, m.plan.n_train) for m in members}) != 1:
         raise StackError("stacked runs must have the same plan of lots (N, L and steps)")
 
@@ -151,8 +167,7 @@ def train_stack(
     rdp_of = PerLedger(lambda ledger, delta: rdp_curve(ledger, delta=delta, steps=np.arange(ledger.steps + 1)))
     curves = [rdp_of(p.ledger(), p.delta).epsilons for p in plans]
 
-    x_train, x_test = input_arrays(lead.spec, data, cache_dir=Path(data_dirs[-1]) if data_dirs else None,
-                                   device=device)  # fmt: skip
+    x_train, x_test = input_arrays(lead.spec, data, cache_dir=Path(data_dirs[-1]) if data_dirs else None, device=device)
     x_train, y_train = torch.as_tensor(x_train, device=device), torch.as_tensor(data.y_train, device=device)
     x_test, y_test = torch.as_tensor(x_test, device=device), torch.as_tensor(data.y_test, device=device)
     streams = [random_streams(m.spec, device) for m in members]
@@ -160,8 +175,11 @@ def train_stack(
     models = []
     for m in members:
         torch.manual_seed(m.spec.seed)  # each member's own (public) initialization, as a separate run draws it
-        models.append(build_run_model(m.spec, n_features=inputs.n_features, n_classes=data.n_classes,
-                                      image_shape=data.image_shape).to(device))  # fmt: skip
+        models.append(
+            build_run_model(
+                m.spec, n_features=inputs.n_features, n_classes=data.n_classes, image_shape=data.image_shape
+            ).to(device)
+        )
     clipper = StackedClipper(models)
     momenta = [m.spec.momentum if m.spec.momentum is not None else DEFAULT_MOMENTUM for m in members]
     optimizer = StackedOptimizer(OptimizerName(lead.spec.optimizer), clipper.params, momenta)
@@ -173,15 +191,17 @@ def train_stack(
 
     accuracies, losses = _evaluate(clipper, inputs, y_test)
     for k in alive:
-        emit[k](StepRecord(step=0, epoch=0.0, epsilon=float(curves[k][0]), test_accuracy=accuracies[k],
-                           test_loss=losses[k]))  # fmt: skip
+        emit[k](
+            StepRecord(step=0, epoch=0.0, epsilon=float(curves[k][0]), test_accuracy=accuracies[k], test_loss=losses[k])
+        )
     loop_started = time.perf_counter()
     for step in range(1, plan0.steps + 1):
         epoch = plan0.epoch_of(step - 1)
         lot = sample_poisson_lot(len(x_train), plan0.sampling_rate, streams[0]["sampling"], device)
         clip_norms = [plans[k].clip_norm_at(step) for k in alive]
-        clipped = _clipped_sum_in_chunks(clipper, inputs.rows(inputs.train, lot), y_train[lot], clip_norms, chunk,
-                                         per_member=inputs.per_member)  # fmt: skip
+        clipped = _clipped_sum_in_chunks(
+            clipper, inputs.rows(inputs.train, lot), y_train[lot], clip_norms, chunk, per_member=inputs.per_member
+        )
         noise = {n: torch.empty_like(g) for n, g in clipped.grads.items()}
         for row, k in enumerate(alive):  # each member's own noise stream, tensor by tensor: a separate run's draws
             std = plans[k].noise_multiplier_at(step) * clip_norms[row]
@@ -197,8 +217,9 @@ def train_stack(
         evaluate_now = step % eval_every == 0 or step == plan0.steps or any(stopping)
         if evaluate_now:
             accuracies, losses = _evaluate(clipper, inputs, y_test)
-        records = _step_records(step, plan0, clipped, [curves[k][step] for k in alive],
-                                time.perf_counter() - loop_started)  # fmt: skip
+        records = _step_records(
+            step, plan0, clipped, [curves[k][step] for k in alive], time.perf_counter() - loop_started
+        )
         for row, k in enumerate(alive):
             extra = dict(test_accuracy=accuracies[row], test_loss=losses[row]) if evaluate_now else {}
             emit[k](StepRecord(**records[row], **extra))
@@ -215,13 +236,25 @@ def train_stack(
             inputs.keep(index)
 
     seconds = time.perf_counter() - started
-    stack = {"members": k_all, "lead_seed": lead.spec.seed, "sampling_rate": plan0.sampling_rate,
-             **joint_epsilon(members, plans)}  # fmt: skip
+    stack = {
+        "members": k_all,
+        "lead_seed": lead.spec.seed,
+        "sampling_rate": plan0.sampling_rate,
+        **joint_epsilon(members, plans),
+    }
     results, panel_of = [], PerLedger(lambda ledger, delta: panel(ledger, delta=delta))
     for k, (m, plan) in enumerate(zip(members, plans, strict=True)):
         accuracy, loss, steps_done = outcome[k]
-        result = result_of(plan, m.spec, accuracy=accuracy, loss=loss, steps_done=steps_done, seconds=seconds,
-                           device=device, panel_of=panel_of)  # fmt: skip
+        result = result_of(
+            plan,
+            m.spec,
+            accuracy=accuracy,
+            loss=loss,
+            steps_done=steps_done,
+            seconds=seconds,
+            device=device,
+            panel_of=panel_of,
+        )
         results.append(replace(result, stack={**stack, "position": k}))
     return results
 
@@ -237,8 +270,14 @@ class StackInputs:
     per_member: bool
 
     @classmethod
-    def of(cls, members: Sequence[StackMember], plans: Sequence[TrainingPlan], streams: Sequence[dict[str, Stream]],
-           x_train: Tensor, x_test: Tensor) -> "StackInputs":  # fmt: skip
+    def of(
+        cls,
+        members: Sequence[StackMember],
+        plans: Sequence[TrainingPlan],
+        streams: Sequence[dict[str, Stream]],
+        x_train: Tensor,
+        x_test: Tensor,
+    ) -> "StackInputs":
         if members[0].spec.pca_dims is None:
             return cls(train=x_train, test=x_test, per_member=False)
         projected: dict[str, tuple[Tensor, Tensor]] = {}
@@ -282,24 +321,33 @@ class PerLedger:
         return value
 
 
-def _clipped_sum_in_chunks(clipper: StackedClipper, x: Tensor, y: Tensor, clip_norms: list[float],
-                           chunk: int | None, *, per_member: bool) -> StackedClippedSum:  # fmt: skip
+def _clipped_sum_in_chunks(
+    clipper: StackedClipper, x: Tensor, y: Tensor, clip_norms: list[float], chunk: int | None, *, per_member: bool
+) -> StackedClippedSum:
     if chunk is None or len(y) <= chunk:
         return clipper.clipped_sum(x, y, clip_norms, per_member=per_member)
-    parts = [clipper.clipped_sum(x[:, s : s + chunk] if per_member else x[s : s + chunk], y[s : s + chunk],
-                                 clip_norms, per_member=per_member) for s in range(0, len(y), chunk)]  # fmt: skip
+    parts = [
+        clipper.clipped_sum(
+            x[:, s : s + chunk] if per_member else x[s : s + chunk], y[s : s + chunk], clip_norms, per_member=per_member
+        )
+        for s in range(0, len(y), chunk)
+    ]
     grads = parts[0].grads
     for part in parts[1:]:
         for name, g in part.grads.items():
             grads[name].add_(g)
     return StackedClippedSum(
-        grads=grads, norms=torch.cat([p.norms for p in parts], dim=1), loss_sum=sum(p.loss_sum for p in parts),
-        clipped=torch.cat([p.clipped for p in parts], dim=1), correct=sum(p.correct for p in parts),
-    )  # fmt: skip
+        grads=grads,
+        norms=torch.cat([p.norms for p in parts], dim=1),
+        loss_sum=sum(p.loss_sum for p in parts),
+        clipped=torch.cat([p.clipped for p in parts], dim=1),
+        correct=sum(p.correct for p in parts),
+    )
 
 
-def _evaluate(clipper: StackedClipper, inputs: "StackInputs", y: Tensor,
-              batch: int = 8192) -> tuple[list[float], list[float]]:  # fmt: skip
+def _evaluate(
+    clipper: StackedClipper, inputs: "StackInputs", y: Tensor, batch: int = 8192
+) -> tuple[list[float], list[float]]:
     """Each member's (accuracy, mean cross-entropy) on the held-out set."""
     correct = torch.zeros(clipper.members, dtype=torch.float64, device=y.device)
     loss = torch.zeros_like(correct)
@@ -312,8 +360,9 @@ def _evaluate(clipper: StackedClipper, inputs: "StackInputs", y: Tensor,
     return (correct / len(y)).tolist(), (loss / len(y)).tolist()
 
 
-def _step_records(step: int, plan: TrainingPlan, clipped: StackedClippedSum, epsilons: list[float],
-                  elapsed: float) -> list[dict]:  # fmt: skip
+def _step_records(
+    step: int, plan: TrainingPlan, clipped: StackedClippedSum, epsilons: list[float], elapsed: float
+) -> list[dict]:
     """Each member's private diagnostics of the step, from what clipping computed anyway."""
     n = clipped.norms.shape[1]
     common = dict(step=step, epoch=plan.epoch_of(step), lot_size=n, elapsed_s=elapsed)
@@ -326,7 +375,16 @@ def _step_records(step: int, plan: TrainingPlan, clipped: StackedClippedSum, eps
     records = []
     for row, epsilon in enumerate(epsilons):
         p10, p50, p90 = quantiles[row]
-        records.append(dict(common, epsilon=float(epsilon), train_loss=loss[row], clip_fraction=fraction[row],
-                            grad_norm_p10=p10, grad_norm_p50=p50, grad_norm_p90=p90,
-                            train_accuracy=accuracy[row]))  # fmt: skip
+        records.append(
+            dict(
+                common,
+                epsilon=float(epsilon),
+                train_loss=loss[row],
+                clip_fraction=fraction[row],
+                grad_norm_p10=p10,
+                grad_norm_p50=p50,
+                grad_norm_p90=p90,
+                train_accuracy=accuracy[row],
+            )
+        )
     return records
