@@ -14,7 +14,8 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from app import services
-from app.data_upload import (
+from app.safe_text import code, literal
+from app.services.uploads import (
     DEFAULT_TEST_FRACTION,
     MAX_TEST_FRACTION,
     ROLES,
@@ -28,7 +29,6 @@ from app.data_upload import (
     lines,
     schema_problems,
 )
-from app.safe_text import code, literal
 from engine.training.datasets import MAX_CSV_BYTES, CsvSchemaError
 
 UPLOAD_LIMIT_MB = math.ceil(MAX_CSV_BYTES / 2**20)  # Streamlit counts MiB; the exact byte limit is checked too

@@ -8,6 +8,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from app import charts, services
 from app.spec_form import EPSILONS
+from engine.privacy import Panel
 
 CUSTOM = "custom"
 LOT_SIZE, SAMPLING_RATE = "Lot size L", "Sampling rate q"
@@ -206,7 +207,7 @@ def pld_sigma(plan: services.PrivacyPlan, sigma: float | str) -> None:
     )
 
 
-def accountant_curves(plan: services.PrivacyPlan, accounts: services.Panel) -> None:
+def accountant_curves(plan: services.PrivacyPlan, accounts: Panel) -> None:
     """ε against epochs by every accountant, and the table of their final values."""
     left, right = st.columns([6, 5], gap="large")
     with left:

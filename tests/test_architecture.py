@@ -76,7 +76,6 @@ MAX_MODULE_LINES = 400
 # here). Every other module stays within MAX_MODULE_LINES.
 OVERSIZE_MODULES = {
     "app/charts.py": 651,
-    "app/services.py": 680,
     "app/spec_form.py": 481,
     "cache/archive/reader.py": 413,
 }
@@ -84,7 +83,12 @@ SQL = ("SELECT ", "INSERT INTO", "UPDATE ", "DELETE FROM", "CREATE TABLE", "CREA
 
 
 def source_files() -> list[Path]:
-    return [path for package in SOURCE_PACKAGES for path in module_files(package) if "data" not in path.parts]
+    return [
+        path
+        for package in SOURCE_PACKAGES
+        for path in module_files(package)
+        if path.relative_to(ROOT).parts[:2] != ("cache", "data")
+    ]
 
 
 def test_no_underscored_name_is_imported_across_modules():

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import data_upload, services
+from app import services
 from app.safe_text import unescape
+from app.services import uploads as data_upload
 from cache import RunStatus, Store
 from engine.jobs.queue import submit
 from engine.jobs.transfer import export_runs, import_runs

@@ -28,7 +28,7 @@ from dp_accounting.pld import common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
-from app import data_upload
+from app.services import uploads as data_upload
 from cache import RunRecord, RunStatus, Store
 from engine.jobs.queue import submit
 from engine.jobs.sweep import submit_sweep

@@ -7,8 +7,8 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import data_upload
 from app.compare_table import frontier_points
+from app.services import uploads as data_upload
 from cache import RunStatus
 from engine.jobs.workers.worker import Worker
 from tests.apptest_helpers import chart_titles, open_page

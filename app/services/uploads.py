@@ -1,6 +1,6 @@
 """CSV uploads for the Data page: inspect a file, turn the user's choices into a declared schema, save both.
 
-Pure functions (no Streamlit): `app/services.py` caches and calls them, the page shows what they return.
+Pure functions (no Streamlit): `app/services/data.py` caches and calls them, the page shows what they return.
 An upload is read in full by the engine's own CSV reader (size, UTF-8, header, field count of every row)
 before anything is kept, and saving writes the file and its schema atomically under
 `<data home>/uploads/`: a malformed or interrupted upload leaves nothing behind.

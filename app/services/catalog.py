@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.data_upload import SavedUpload
+from app.services.uploads import SavedUpload
 from engine.training.datasets import (
     ADULT_FILES,
     CIFAR10_FILE,

@@ -1,0 +1,70 @@
+"""Store access: the one Store of the app (a cached resource) and reads of single runs.
+
+Reads never wait on a worker: SQLite in WAL mode lets the dashboard read while workers write.
+"""
+
+import time
+
+import pandas as pd
+import streamlit as st
+
+from cache import RunRecord, RunStatus, Store, StoreError, store_path
+from engine import api
+from engine.jobs.settings import stale_after_s
+
+
+def get_store() -> Store:
+    return _store_at(str(store_path()))
+
+
+@st.cache_resource
+def _store_at(path: str) -> Store:
+    return Store(path)
+
+
+def get_run(run_id: str) -> RunRecord | None:
+    try:
+        return get_store().get_run(run_id)
+    except StoreError:
+        return None
+
+
+def recent_runs(limit: int = 200) -> list[RunRecord]:
+    return get_store().list_runs(limit=limit)
+
+
+def latest_active_run() -> RunRecord | None:
+    active = get_store().list_runs(limit=1, statuses=[RunStatus.RUNNING, RunStatus.QUEUED])
+    return active[0] if active else None
+
+
+def worker_health() -> list[dict]:
+    """Workers registered as running, with the age of their last heartbeat and whether it is stale."""
+    now, stale = time.time(), stale_after_s()
+    return [
+        {
+            "worker": w.name,
+            "backend": w.backend,
+            "device": w.device or "",
+            "current run": w.current_run or "",
+            "last heartbeat": f"{now - w.heartbeat_at:.0f} s ago",
+            "healthy": w.alive(now=now, stale_after_s=stale),
+        }
+        for w in get_store().list_workers()
+    ]
+
+
+def heartbeat_age(run: RunRecord) -> float | None:
+    """Seconds since a running run's worker last reported, None for runs that are not running."""
+    if run.status is not RunStatus.RUNNING or run.heartbeat_at is None:
+        return None
+    return time.time() - run.heartbeat_at
+
+
+def cancel_run(run_id: str) -> RunStatus:
+    return get_store().request_cancel(run_id)
+
+
+def metrics_frame(run_id: str) -> pd.DataFrame:
+    """Per-step metrics of a run, one row per step, one column per metric (the notebook API's frame)."""
+    return api.metrics(run_id, store=get_store())

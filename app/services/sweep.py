@@ -1,0 +1,79 @@
+"""Sweeps (Sweep page) and deleting stored runs (Compare page)."""
+
+import json
+from dataclasses import dataclass
+
+from app.services.store import get_store
+from cache import RunRecord, StoreError, SweepRecord
+from cache.store.maintenance import check_deletable, delete_runs
+from engine import ENGINE_VERSION
+from engine.jobs.queue import answer_from_store
+from engine.jobs.sweep import MAX_RUNS, SweepError, SweepSubmission, expand_sweep, submit_sweep
+from engine.training import SpecError, parse_spec
+
+
+@dataclass(frozen=True)
+class SweepPreview:
+    """What a grid spec would queue before anything is queued, or the error (naming the field) that stops it."""
+
+    error: str | None = None
+    runs: int = 0
+    cached: int = 0  # answered by an identical finished run: nothing trains again
+    active: int = 0  # an identical run is already queued or running: the sweep shares it
+
+
+def preview_sweep(raw_grid: dict) -> SweepPreview:
+    """Validate every grid point as `submit_sweep` does and count those the store already answers (reads only)."""
+    try:
+        points = expand_sweep(raw_grid)
+        keys: dict[str, str] = {}
+        for point in points:
+            label = ", ".join(f"{k}={json.dumps(v)}" for k, v in point.values.items())
+            try:
+                key = parse_spec(point.spec).cache_key(ENGINE_VERSION)
+            except SpecError as exc:
+                raise SweepError(f"grid point {label}", str(exc)) from None
+            if key in keys:
+                raise SweepError("grid", f"points {keys[key]} and {label} train the same run")
+            keys[key] = label
+    except SpecError as exc:
+        return SweepPreview(error=str(exc))
+    store = get_store()
+    answers = [answer_from_store(store, key) for key in keys]
+    cached = sum(a is not None and a.cached for a in answers)
+    active = sum(a is not None and not a.cached for a in answers)
+    return SweepPreview(runs=len(points), cached=cached, active=active)
+
+
+def launch_sweep(raw_grid: dict) -> SweepSubmission:
+    return submit_sweep(get_store(), raw_grid)
+
+
+def list_sweeps() -> list[SweepRecord]:
+    return get_store().list_sweeps()
+
+
+def get_sweep(sweep_id: str) -> SweepRecord | None:
+    try:
+        return get_store().get_sweep(sweep_id)
+    except StoreError:
+        return None
+
+
+def sweep_runs(sweep_id: str) -> list[RunRecord]:
+    """A sweep's runs in grid order."""
+    return get_store().list_runs(sweep_id=sweep_id, limit=MAX_RUNS)
+
+
+def why_not_deletable(run_ids: list[str]) -> str | None:
+    """Why these runs cannot be deleted (unknown, or queued or running), or None when they can."""
+    try:
+        check_deletable(get_store(), run_ids)
+    except StoreError as exc:
+        return str(exc)
+    return None
+
+
+def delete_stored_runs(run_ids: list[str]) -> int:
+    """Delete terminal runs with their metrics and history (`StoreError`, nothing deleted, if any is active)."""
+    return delete_runs(get_store(), run_ids)

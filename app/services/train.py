@@ -1,0 +1,136 @@
+"""The Train page's services: the plan preview of a spec, submitting it, dataset files and baselines."""
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from app.services import catalog
+from app.services.plan import pld_steps
+from app.services.store import get_store
+from cache import RunStatus
+from engine.jobs.queue import Submission, submit
+from engine.jobs.settings import default_data_dirs
+from engine.privacy import (
+    PrivacyError,
+    accountant,
+    rdp_curve,
+)
+from engine.training import DatasetError, SpecError, parse_spec, plan_spec
+
+
+@dataclass(frozen=True)
+class PlanPreview:
+    """What a spec implies before anything trains, or the error that stops it from training."""
+
+    error: str | None = None
+    steps: int = 0
+    sampling_rate: float = 0.0
+    noise_multiplier: float = 0.0
+    epsilon: float = 0.0
+    best_order: float = 0.0
+    n_train: int = 0
+    private: bool = True
+    learner_parameters: tuple[tuple[str, float], ...] = ()  # a textbook learner's mechanism parameters
+    curve_steps: tuple[int, ...] = ()  # ε (RDP) after each of these steps: the planned curve
+    curve_epsilons: tuple[float, ...] = ()
+    calibrated_by: str | None = None  # the accountant σ was calibrated by (a target ε), None when σ was given
+    pld_epsilon: float | None = None  # ε by PLD, when PLD calibrated σ
+    pld_curve_steps: tuple[int, ...] = ()  # ε by PLD after each of these steps, when PLD calibrated σ
+    pld_curve_epsilons: tuple[float, ...] = ()
+
+
+PREVIEW_CURVE_POINTS = 60
+
+
+@st.cache_data(show_spinner="Calibrating σ…", max_entries=512)
+def preview_plan(spec_json: str) -> PlanPreview:
+    try:
+        spec = parse_spec(json.loads(spec_json))
+        plan = plan_spec(spec)
+        if not plan.private:
+            return PlanPreview(steps=plan.steps, sampling_rate=plan.sampling_rate, n_train=plan.n_train, private=False)
+        grid = np.unique(np.linspace(0, plan.steps, PREVIEW_CURVE_POINTS).round().astype(np.int64))
+        rdp = rdp_curve(plan.ledger(), delta=plan.delta, steps=grid)
+        eps, order = rdp.final_epsilon, rdp.final_order
+        by_pld = None
+        if plan.calibrated_by == "pld":  # the curve that meets the target: PLD's, on a coarse grid (~1 s)
+            by_pld = accountant("pld").curve(plan.ledger(), delta=plan.delta, steps=pld_steps(plan.steps))
+    except (SpecError, DatasetError, PrivacyError) as exc:
+        return PlanPreview(error=str(exc))
+    return PlanPreview(
+        steps=plan.steps,
+        sampling_rate=plan.sampling_rate,
+        noise_multiplier=plan.noise_multiplier or 0.0,
+        learner_parameters=plan.learner_parameters,
+        epsilon=eps,
+        best_order=order,
+        n_train=plan.n_train,
+        curve_steps=tuple(map(int, rdp.steps)),
+        curve_epsilons=tuple(map(float, rdp.epsilons)),
+        calibrated_by=plan.calibrated_by,
+        pld_epsilon=by_pld.final_epsilon if by_pld else None,
+        pld_curve_steps=tuple(map(int, by_pld.steps)) if by_pld else (),
+        pld_curve_epsilons=tuple(map(float, by_pld.epsilons)) if by_pld else (),
+    )
+
+
+def submit_spec(raw: dict) -> Submission:
+    """Queue a spec with the σ its preview calibrated (the worker confirms it instead of searching again)."""
+    preview = preview_plan(json.dumps(raw, sort_keys=True))
+    planned = (preview.noise_multiplier or None) if preview.error is None and preview.private else None
+    return submit(get_store(), parse_spec(raw), planned_noise_multiplier=planned)
+
+
+def data_directories() -> list[str]:
+    """Where datasets are looked for, in order (`DPLAB_DATA_DIR`, then the data home's download folder)."""
+    return [str(d) for d in default_data_dirs()]
+
+
+def missing_dataset_files(name: str) -> list[str]:
+    """The files of a registered dataset found in no data directory (relative paths); [] when it is built in
+    or all its files are here (looked up only: training verifies each file's SHA-256)."""
+    dirs = default_data_dirs()
+    return [f.relpath for f in catalog.dataset_files(name) if not any((d / f.relpath).is_file() for d in dirs)]
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A non-private reference accuracy for a private run's chart."""
+
+    label: str
+    test_accuracy: float
+
+
+BASELINE_SEARCH = 200  # newest finished runs looked through (one indexed query per poll of a live run)
+
+
+def nonprivate_baseline(spec: dict) -> Baseline | None:
+    """The newest finished non-private run on the same dataset, model (and hidden widths) and features, among
+    the newest `BASELINE_SEARCH` finished runs. Not cached: a baseline that finishes shows up at once."""
+    wanted = (spec.get("dataset"), spec.get("model"), spec.get("hidden"), spec.get("features", "pixels"))
+    for run in get_store().list_runs(limit=BASELINE_SEARCH, statuses=[RunStatus.FINISHED]):
+        other = run.spec
+        found = (other.get("dataset"), other.get("model"), other.get("hidden"), other.get("features", "pixels"))
+        accuracy = (run.result or {}).get("test_accuracy")
+        if other.get("algorithm") == "nonprivate" and found == wanted and _positive_number(accuracy):
+            return Baseline(label=f"non-private run {run.id}", test_accuracy=float(accuracy))
+    return None
+
+
+def _positive_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
+@st.cache_data(show_spinner="Fitting scikit-learn's logistic regression on the training split…", max_entries=16)
+def sklearn_baseline(dataset: str, data_dirs: tuple[str, ...]) -> Baseline:
+    """scikit-learn's non-private logistic regression on the dataset's features (DatasetError if its files
+    are missing). Seconds on Digits and Adult, minutes on the 60,000 MNIST images."""
+    from pathlib import Path
+
+    from engine.training.algorithms.baselines import sklearn_logistic_regression  # scikit-learn loads only when asked
+    from engine.training.datasets import load_dataset
+
+    result = sklearn_logistic_regression(load_dataset(dataset, [Path(d) for d in data_dirs]))
+    return Baseline(label="non-private scikit-learn logistic regression", test_accuracy=result.test_accuracy)
