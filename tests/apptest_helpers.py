@@ -5,7 +5,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from app.safe_text import unescape
+from app.common.safe_text import unescape
 from tests.helpers import ROOT
 
 MAIN = str(ROOT / "app" / "main.py")
@@ -31,7 +31,7 @@ def metrics(at: AppTest) -> dict[str, str]:
 
 
 def errors(at: AppTest) -> list[str]:
-    """The errors as they read: untrusted text in them is backslash-escaped Markdown (`app.safe_text.literal`)."""
+    """The errors as they read: untrusted text in them is backslash-escaped Markdown (`safe_text.literal`)."""
     return [unescape(e.value) for e in at.error]
 
 

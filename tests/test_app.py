@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import train_spec
-from app.safe_text import unescape
-from app.train_presets import FORM_DEFAULTS, PRESETS
-from app.train_spec import ALGORITHM_TITLES, raw_spec
+from app.common.safe_text import unescape
+from app.train import train_spec
+from app.train.train_presets import FORM_DEFAULTS, PRESETS
+from app.train.train_spec import ALGORITHM_TITLES, raw_spec
 from cache import RunStatus
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec, plan_spec
@@ -318,7 +318,7 @@ def test_the_noise_mode_goes_into_the_spec_and_the_run_panel_names_it(home, stor
 def test_eta_uses_the_measured_step_rate_not_start_up_time():
     import pandas as pd
 
-    from app.run_panel import remaining_seconds
+    from app.common.run_panel import remaining_seconds
 
     frame = pd.DataFrame({"step": [0, 1, 2, 11], "elapsed_s": [None, 5.0, 5.1, 6.0]})
     assert remaining_seconds(frame, 111) == pytest.approx(10.0)  # 0.1 s/step after the first step
@@ -328,7 +328,7 @@ def test_eta_uses_the_measured_step_rate_not_start_up_time():
 def test_live_chart_shows_only_epsilon_already_spent():
     import pandas as pd
 
-    from app.run_panel import spent_so_far
+    from app.common.run_panel import spent_so_far
     from cache import RunRecord
 
     frame = pd.DataFrame({"step": [0, 5, 10, 20], "epsilon": [0, 0.5, 0.8, None], "epsilon_pld": [None, 0.4, 0.7, 1.1]})
@@ -358,7 +358,7 @@ def test_live_chart_shows_only_epsilon_already_spent():
 def test_diagnostics_figure_draws_the_quantile_band_in_the_run_colour():
     import pandas as pd
 
-    from app.charts import private_diagnostics_figure, run_color, thin
+    from app.common.charts import private_diagnostics_figure, run_color, thin
 
     frame = pd.DataFrame(
         {

@@ -75,8 +75,6 @@ MAX_MODULE_LINES = 400
 # Modules still over the limit, each at most this long: the ratchet only goes down (split them, then drop them
 # here). Every other module stays within MAX_MODULE_LINES.
 OVERSIZE_MODULES = {
-    "app/charts.py": 651,
-    "app/spec_form.py": 481,
     "cache/archive/reader.py": 413,
 }
 SQL = ("SELECT ", "INSERT INTO", "UPDATE ", "DELETE FROM", "CREATE TABLE", "CREATE INDEX", "PRAGMA ")

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import services
-from app.safe_text import unescape
+from app.common.safe_text import unescape
 from app.services import uploads as data_upload
 from cache import RunStatus, Store
 from engine.jobs.queue import submit

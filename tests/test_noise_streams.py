@@ -18,7 +18,7 @@ from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.rdp import RdpAccountant
 from scipy import stats
 
-from app.run_panel import stack_text
+from app.common.run_panel import stack_text
 from engine.jobs.queue import submit
 from engine.jobs.run_schema import RunShapeError, check_stack
 from engine.jobs.workers.worker import Worker

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import charts
+from app.common import charts
 from engine.privacy import ACCOUNTANTS, calibrate_noise_multiplier, dpsgd_step_event, panel, single_phase
 from tests.apptest_helpers import error_text, metrics, open_page
 

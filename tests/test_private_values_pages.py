@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app import data_form
+from app.data import data_form
 from cache import Store
 from engine.jobs.disclosure import PRIVATE_DIAGNOSTICS
 from engine.jobs.transfer import export_runs

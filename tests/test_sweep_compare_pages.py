@@ -15,10 +15,10 @@ import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
-from app.charts import RUN_PALETTE, run_color, sweep_frontier_figure
-from app.safe_text import unescape
-from app.sweep_frontier import frontier
-from app.sweep_grid import GridInputError, parse_values
+from app.common.charts import RUN_PALETTE, run_color, sweep_frontier_figure
+from app.common.safe_text import unescape
+from app.sweep.sweep_frontier import frontier
+from app.sweep.sweep_grid import GridInputError, parse_values
 from cache import RunStatus, Store
 from cache.archive.format import ArchivedRun
 from cache.store.archive_io import insert_runs

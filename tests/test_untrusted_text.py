@@ -22,9 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from app.compare_table import run_label, runs_table
-from app.run_panel import spec_caption
-from app.safe_text import (
+from app.common.run_panel import spec_caption
+from app.common.safe_text import (
     JS_SPACE,
     MAX_CHARS,
     WORD_JOINER,
@@ -36,6 +35,7 @@ from app.safe_text import (
     timestamp_text,
     unescape,
 )
+from app.compare.compare_table import run_label, runs_table
 from cache import RunEvent, RunRecord, RunStatus, Store
 from cache.archive.format import ArchivedRun, ArchivedSweep, SweepMember
 from cache.store.archive_io import insert_runs
@@ -210,7 +210,7 @@ def test_streamlit_keeps_the_escaped_markdown_as_given():
     def page():
         import streamlit as st
 
-        from app.safe_text import literal
+        from app.common.safe_text import literal
 
         HOSTILE_ERROR = "![x](http://127.0.0.1:9/x.png) [link](http://evil) :material/home: $x^2$ <img src=x>"
         st.markdown(literal(HOSTILE_ERROR))

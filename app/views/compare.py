@@ -4,7 +4,8 @@ downloads). Selected runs can be deleted, behind a confirmation."""
 
 import streamlit as st
 
-from app import compare_sections, services
+from app import services
+from app.compare import compare_sections
 
 st.title("Compare runs")
 compare_sections.notice()

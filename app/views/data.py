@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from app import data_form, services
+from app import services
+from app.data import data_form
 
 st.title("Data")
 st.caption(

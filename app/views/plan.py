@@ -4,7 +4,8 @@ warnings and the privacy statement a run would carry. Nothing on this page train
 
 import streamlit as st
 
-from app import plan_page, services
+from app import services
+from app.plan import plan_page
 
 st.title("Plan a private training run")
 st.caption(

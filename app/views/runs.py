@@ -9,8 +9,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app import run_panel, services
-from app.safe_text import literal, timestamp_text
+from app import services
+from app.common import run_panel
+from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus, StoreError
 from cache.archive.format import ArchiveError
 

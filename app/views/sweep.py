@@ -3,9 +3,10 @@ privacy–utility frontier (accuracy against ε, spread over seeds) grow as its 
 
 import streamlit as st
 
-from app import services, sweep_base, sweep_form, sweep_panel
-from app.safe_text import literal
-from app.sweep_frontier import SPREADS
+from app import services
+from app.common.safe_text import literal
+from app.sweep import sweep_base, sweep_form, sweep_panel
+from app.sweep.sweep_frontier import SPREADS
 from engine.training import SpecError
 
 st.title("Sweep")

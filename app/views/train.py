@@ -4,16 +4,18 @@ import json
 
 import streamlit as st
 
-from app import run_panel, services, spec_form, train_spec
-from app.safe_text import literal
+from app import services
+from app.common import run_panel
+from app.common.safe_text import literal
+from app.train import plan_summary, spec_form, train_spec
 from engine.training import SpecError
 
 raw_spec = spec_form.spec_form()
 st.title("Train a differentially private model" if raw_spec.get("delta") else "Train a non-private baseline")
 st.caption(train_spec.algorithm_caption(raw_spec["algorithm"]))
-spec_form.dataset_note(raw_spec["dataset"])
+plan_summary.dataset_note(raw_spec["dataset"])
 preview = services.preview_plan(json.dumps(raw_spec, sort_keys=True))
-spec_form.plan_summary(preview, target_epsilon=raw_spec.get("target_epsilon"))
+plan_summary.plan_summary(preview, target_epsilon=raw_spec.get("target_epsilon"))
 
 if st.button(
     "Train",

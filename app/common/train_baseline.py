@@ -4,7 +4,7 @@ and model from the store, and scikit-learn's logistic regression, fitted only wh
 import streamlit as st
 
 from app import services
-from app.safe_text import literal
+from app.common.safe_text import literal
 from cache import RunRecord
 from engine.training import DATASETS, DatasetError
 

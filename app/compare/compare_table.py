@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from app.safe_text import csv_bytes, timestamp_text
-from app.sweep_frontier import finite_epsilon
+from app.common.results import finite_epsilon
+from app.common.safe_text import csv_bytes, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import is_unbounded
 from engine.training.config.keys import ALL_KEYS

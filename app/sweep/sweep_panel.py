@@ -5,9 +5,10 @@ from collections import Counter
 
 import streamlit as st
 
-from app import charts, services
-from app.safe_text import literal
-from app.sweep_frontier import (
+from app import services
+from app.common import charts
+from app.common.safe_text import literal
+from app.sweep.sweep_frontier import (
     finished_points,
     frontier,
     parameters,
@@ -16,7 +17,7 @@ from app.sweep_frontier import (
     runs_table,
     series_values,
 )
-from app.sweep_grid import label
+from app.sweep.sweep_grid import label
 from cache import RunRecord, RunStatus, SweepRecord
 
 POLL_SECONDS = 2

@@ -14,7 +14,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from app import services
-from app.safe_text import code, literal
+from app.common.safe_text import code, literal
 from app.services.uploads import (
     DEFAULT_TEST_FRACTION,
     MAX_TEST_FRACTION,

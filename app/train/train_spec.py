@@ -6,7 +6,7 @@ Only the keys that apply to the chosen algorithm and model go into the spec; the
 from collections.abc import Mapping
 from typing import Any
 
-from app.train_presets import PCA_DIMS, TARGET_MODE
+from app.train.train_presets import PCA_DIMS, TARGET_MODE
 from engine.training import DATASETS
 from engine.training.config.keys import CLIPPING_MODES, Algorithm
 from engine.training.datasets import DatasetInfo

@@ -6,8 +6,9 @@ from typing import Any
 
 import streamlit as st
 
-from app import run_panel, services
-from app.sweep_grid import SWEEPABLE, GridInputError, check_parameters, grid_spec, label, parse_values, seeds_from
+from app import services
+from app.common import run_panel
+from app.sweep.sweep_grid import SWEEPABLE, GridInputError, check_parameters, grid_spec, label, parse_values, seeds_from
 from engine.jobs import settings
 from engine.jobs.sweep import MAX_SEEDS, SweepSubmission
 

@@ -6,8 +6,9 @@ from collections.abc import Callable
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from app import charts, services
-from app.spec_form import EPSILONS
+from app import services
+from app.common import charts
+from app.common.choices import EPSILONS
 from engine.privacy import Panel
 
 CUSTOM = "custom"

@@ -7,8 +7,8 @@ Each preset is the spec of a published or benchmarked setting, copied from `benc
 from dataclasses import dataclass
 from typing import Any
 
-# Roughly log-spaced "nice" values from 0.1 to 10 (a log-scale slider, as in OpenDP's DP Wizard).
-EPSILONS = [0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
+from app.common.choices import EPSILONS
+
 DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
 CLIP_NORMS = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0]
 SIGMAS = [0.3, 0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.3, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0]

@@ -6,8 +6,9 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from app import charts, services, train_baseline
-from app.safe_text import literal, timestamp_text
+from app import services
+from app.common import charts, train_baseline
+from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
 from engine.training.config.keys import LEARNER_MODELS  # the textbook learners (seed 004)

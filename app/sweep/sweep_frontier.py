@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from app.sweep_grid import label
+from app.common.results import finite_epsilon
+from app.sweep.sweep_grid import label
 from cache import RunRecord, RunStatus, SweepRecord
 
 SPREADS = {"minmax": "min–max over seeds", "std": "mean ± 1 std over seeds"}
@@ -36,13 +37,6 @@ def series_values(sweep: SweepRecord, parameter: str) -> list[Any]:
 def _cell(value: Any) -> Any:
     """A grid value as a table cell: numbers and strings as they are, lists and objects as JSON."""
     return value if value is None or isinstance(value, str | int | float | bool) else json.dumps(value)
-
-
-def finite_epsilon(run: RunRecord) -> float | None:
-    """The finished run's reported ε (the tightest accountant over the steps taken), if private."""
-    epsilon = (run.result or {}).get("epsilon")
-    usable = isinstance(epsilon, int | float) and not isinstance(epsilon, bool) and math.isfinite(epsilon)
-    return float(epsilon) if usable else None
 
 
 def progress(runs: Sequence[RunRecord]) -> Counter:

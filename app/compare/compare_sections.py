@@ -3,8 +3,10 @@ with its CSV download, and deleting runs behind a confirmation."""
 
 import streamlit as st
 
-from app import charts, compare_table, services
-from app.safe_text import literal
+from app import services
+from app.common import charts
+from app.common.safe_text import literal
+from app.compare import compare_table
 from cache import RunRecord, StoreError
 
 MAX_LISTED = 2000

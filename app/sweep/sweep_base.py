@@ -7,9 +7,9 @@ from typing import Any
 
 import streamlit as st
 
-from app import train_spec
-from app.run_panel import ALGORITHM_TITLES
+from app.common.run_panel import ALGORITHM_TITLES
 from engine.training import DATASETS
+from engine.training.config.keys import Algorithm
 
 MODELS = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)"}
 PRIVACY_BY = {"target_epsilon": "Target ε", "noise_multiplier": "Noise multiplier σ"}
@@ -40,7 +40,7 @@ def base_form() -> dict[str, Any]:
             key="sweep_base_algorithm",
             help="DP-SGD with sampled lots, full-batch noisy GD, or a non-private baseline.",
         )
-        if train_spec.learner(algorithm):
+        if Algorithm(algorithm).learner:
             return _learner_base(dataset, algorithm)
         raw: dict[str, Any] = {"dataset": dataset, "model": model, "algorithm": algorithm}
         if algorithm != "nonprivate":

@@ -1,0 +1,183 @@
+"""Privacy accounting charts: ε spent by each accountant during a run, the planned ε, and the Plan page's
+ε against epochs by every accountant."""
+
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from app.common.charts.base import LIMIT_COLOR, RUN_COLOR, base_figure, hline, series
+from engine.privacy import UNBOUNDED_EPSILON, epsilon_text
+
+ACCOUNTANT_STYLES = {  # metric column → (legend label, dash)
+    "epsilon": ("RDP (every step)", "solid"),
+    "epsilon_pld": ("PLD", "dot"),
+    "epsilon_advanced": ("advanced composition", "dash"),
+    "epsilon_naive": ("naive composition", "dashdot"),
+    "epsilon_zcdp": ("zCDP", "longdash"),
+    "epsilon_optimal_pure": ("optimal composition (pure ε)", "dot"),
+}
+
+
+def epsilon_figure(
+    frame: pd.DataFrame,
+    *,
+    total_steps: int | None = None,
+    target_epsilon: float | None = None,
+    color: str | None = None,
+) -> go.Figure:
+    """Cumulative ε by every accountant that applies. The y axis fits the tight ones (RDP, PLD, the
+    target); looser bounds may run off the top: each legend entry carries the accountant's latest ε. RDP, the
+    live line, is drawn in the run's `color`; the others in their accountant colours (as on the Plan page)."""
+    fig = base_figure("Cumulative privacy loss ε by accountant", "ε", total_steps)
+    tight_max = 0.0
+    for column, (label, dash) in ACCOUNTANT_STYLES.items():
+        data = series(frame, column)
+        if data.empty:
+            continue
+        latest = float(data[column].iloc[-1])
+        line_color = (color or RUN_COLOR) if column == "epsilon" else ACCOUNTANT_COLORS[column.removeprefix("epsilon_")]
+        fig.add_trace(
+            go.Scatter(
+                x=data["step"],
+                y=data[column].where(data[column] < UNBOUNDED_EPSILON),  # no finite bound: a gap
+                mode="lines" if column == "epsilon" else "lines+markers",
+                name=f"{label}: ε = {epsilon_text(latest)}",
+                marker={"size": 5},
+                line={"color": line_color, "width": 2.5 if column == "epsilon" else 1.5, "dash": dash},
+            )
+        )
+        if column in ("epsilon", "epsilon_pld"):
+            tight_max = max(tight_max, float(data[column].max()))
+    if target_epsilon is not None:
+        hline(fig, target_epsilon, color=LIMIT_COLOR, text=f"target ε = {target_epsilon:g}")
+        tight_max = max(tight_max, target_epsilon)
+    if tight_max > 0:
+        fig.update_yaxes(range=[0, tight_max * 1.15])
+    fig.update_layout(
+        showlegend=True, legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(128,128,128,0.12)", "font": {"size": 10}}
+    )
+    return fig
+
+
+def planned_epsilon_figure(
+    steps: Sequence[int],
+    epsilons: Sequence[float],
+    *,
+    target_epsilon: float | None,
+    pld: tuple[Sequence[int], Sequence[float]] | None = None,
+) -> go.Figure:
+    """Before launch: the ε a configuration will have spent after each step, ending at the whole run's: by RDP,
+    and by PLD too when PLD calibrated σ (then PLD's curve is the one that meets the target)."""
+    title = "Planned ε over the run (PLD, and RDP dotted)" if pld else "Planned ε over the run (RDP)"
+    fig = base_figure(title, "ε", int(steps[-1]) if len(steps) else None)
+    rdp_line = {"color": RUN_COLOR, "width": 1, "dash": "dot"} if pld else {"color": RUN_COLOR, "width": 2}
+    fig.add_trace(
+        go.Scatter(
+            x=list(steps),
+            y=list(epsilons),
+            mode="lines",
+            line=rdp_line,
+            name="ε (RDP)",
+            hovertemplate="after %{x:,} steps: ε = %{y:.3g} (RDP)<extra></extra>",
+        )
+    )
+    if pld:
+        fig.add_trace(
+            go.Scatter(
+                x=list(pld[0]),
+                y=list(pld[1]),
+                mode="lines+markers",
+                name="ε (PLD)",
+                line={"color": RUN_COLOR, "width": 2},
+                marker={"size": 4},
+                hovertemplate="after %{x:,} steps: ε = %{y:.3g} (PLD)<extra></extra>",
+            )
+        )
+    if target_epsilon is not None:
+        hline(fig, target_epsilon, color=LIMIT_COLOR, text=f"target {target_epsilon:g}", width=1)
+    fig.update_layout(height=210, margin={"l": 10, "r": 10, "t": 32, "b": 10}, title={"font": {"size": 13}})
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+# The Plan page: one colour per accountant, the same on every Plan chart (RDP keeps the run colour of the
+# live ε chart); dashes as in ACCOUNTANT_STYLES.
+ACCOUNTANT_COLORS = {
+    "rdp": RUN_COLOR,
+    "pld": "#F58518",
+    "zcdp": "#72B7B2",
+    "advanced": "#54A24B",
+    "naive": "#B279A2",
+    "optimal_pure": "#E45756",
+}
+ACCOUNTANT_LABELS = {
+    "rdp": "RDP",
+    "pld": "PLD",
+    "zcdp": "zCDP",
+    "advanced": "advanced composition",
+    "naive": "naive composition",
+    "optimal_pure": "optimal composition (pure ε)",
+}
+
+
+def accountant_dash(name: str) -> str:
+    return ACCOUNTANT_STYLES.get("epsilon" if name == "rdp" else f"epsilon_{name}", ("", "solid"))[1]
+
+
+def plan_epsilon_figure(
+    frame: pd.DataFrame, *, target_epsilon: float | None = None, tightest: str | None = None, log_y: bool = True
+) -> go.Figure:
+    """ε against epochs, one line per accountant (`frame`: accountant, epochs, epsilon, ∞ where a bound has no
+    finite value), the target as a line. Legend entries carry each accountant's final ε; the log axis keeps the loose
+    composition bounds in view."""
+    fig = go.Figure()
+    for name in ACCOUNTANT_LABELS:
+        data = frame[frame["accountant"] == name].sort_values("epochs")
+        if data.empty:
+            continue
+        final = float(data["epsilon"].iloc[-1])
+        label = f"{ACCOUNTANT_LABELS[name]}: ε = {epsilon_text(final)}"
+        label += " (tightest)" if name == tightest else ""
+        fig.add_trace(
+            go.Scatter(
+                x=data["epochs"],
+                y=data["epsilon"].replace(math.inf, math.nan),  # no finite bound: a gap in the line
+                mode="lines+markers" if name == "pld" else "lines",  # PLD: a coarse grid, its points shown
+                name=label,
+                marker={"size": 5},
+                line={
+                    "color": ACCOUNTANT_COLORS[name],
+                    "width": 3 if name == tightest else 2,
+                    "dash": accountant_dash(name),
+                },
+                hovertemplate=f"{ACCOUNTANT_LABELS[name]}: ε = %{{y:.4g}}<extra></extra>",
+            )
+        )
+    if target_epsilon is not None:
+        fig.add_hline(y=target_epsilon, line={"color": LIMIT_COLOR, "dash": "dash", "width": 1.5})
+        fig.add_annotation(  # annotations on a log axis take log10 of the value (add_hline's would not)
+            x=0.5,
+            xref="paper",
+            xanchor="center",
+            y=math.log10(target_epsilon) if log_y else target_epsilon,
+            yanchor="bottom",
+            text=f"target ε = {target_epsilon:g}",
+            showarrow=False,
+            font={"color": LIMIT_COLOR},
+        )
+    fig.update_layout(
+        title={"text": "Privacy loss ε against epochs, by accountant", "font": {"size": 15}},
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        height=420,
+        xaxis_title="epochs",
+        yaxis_title="ε (log scale)" if log_y else "ε",
+        hovermode="x unified",
+        showlegend=True,
+        legend={"orientation": "h", "x": 0, "y": -0.18, "yanchor": "top", "font": {"size": 11}},
+    )
+    fig.update_xaxes(rangemode="tozero")
+    if log_y:
+        fig.update_yaxes(type="log", dtick=1)  # a label at each power of ten only
+    return fig

@@ -1,0 +1,119 @@
+"""Chart building blocks shared by every page: the base figure, limit lines, run colours, thinning, PNG export."""
+
+import hashlib
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+RUN_COLOR = "#4C78A8"
+LIMIT_COLOR = "#E45756"
+
+
+def base_figure(title: str, y_title: str, total_steps: int | None) -> go.Figure:
+    layout = {
+        "title": {"text": title, "font": {"size": 15}},
+        "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+        "height": 300,
+        "xaxis": {"title": {"text": "step"}, **({"range": [0, total_steps]} if total_steps else {})},
+        "yaxis": {"title": {"text": y_title}},
+        "showlegend": False,
+        "hovermode": "x unified",
+        "template": "none",  # Streamlit's theme replaces the template in the browser: no need to copy plotly's
+    }
+    return go.Figure(layout=layout)  # one validated layout: ~5x faster than a chain of update_layout calls
+
+
+def hline(
+    fig: go.Figure,
+    y: float,
+    *,
+    color: str,
+    text: str | None = None,
+    position: str = "bottom right",
+    width: float = 1.5,
+    font_size: int | None = None,
+) -> None:
+    """A dashed horizontal line across the plot with an optional label at one end: `add_hline`'s look, at a
+    fraction of its cost (it re-validates the layout for each line, which live charts redraw every second)."""
+    fig.layout.shapes += (
+        {
+            "type": "line",
+            "xref": "paper",
+            "x0": 0,
+            "x1": 1,
+            "yref": "y",
+            "y0": y,
+            "y1": y,
+            "line": {"color": color, "dash": "dash", "width": width},
+        },
+    )
+    if text:
+        vertical, horizontal = position.split()
+        fig.layout.annotations += (
+            {
+                "text": text,
+                "showarrow": False,
+                "xref": "paper",
+                "yref": "y",
+                "y": y,
+                "x": 1 if horizontal == "right" else 0,
+                "xanchor": horizontal,
+                "yanchor": "top" if vertical == "bottom" else "bottom",
+                "font": {"color": color, **({"size": font_size} if font_size else {})},
+            },
+        )
+
+
+def series(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    if column not in frame:
+        return pd.DataFrame({"step": [], column: []})
+    return frame[["step", column]].dropna()
+
+
+# Colours per run: the same run has the same colour on every page and chart (a stable hash of its
+# id into a ten-colour palette that reads on light and dark backgrounds).
+RUN_PALETTE = (
+    "#4C78A8",
+    "#F58518",
+    "#54A24B",
+    "#E45756",
+    "#72B7B2",
+    "#C9A100",
+    "#B279A2",
+    "#FF9DA6",
+    "#9D755D",
+    "#79706E",
+)
+
+
+def run_color(run_id: str) -> str:
+    """The colour of a run on every chart of the dashboard."""
+    digest = int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16)
+    return RUN_PALETTE[digest % len(RUN_PALETTE)]
+
+
+def png_config(filename: str) -> dict:
+    """`st.plotly_chart(config=...)`: the modebar's camera button downloads the chart as `filename`.png."""
+    return {"toImageButtonOptions": {"format": "png", "filename": filename, "scale": 2}, "displaylogo": False}
+
+
+# The run charts: a grey for reference lines, a legend below the plot, and long series thinned.
+
+REFERENCE_COLOR = "#8A8F98"  # mid grey: reads on light and dark backgrounds
+MAX_POINTS = 2000  # per trace: a long run's per-step series is thinned before it reaches the browser
+BOTTOM_LEGEND = {"orientation": "h", "x": 0.0, "y": -0.22, "yanchor": "top", "font": {"size": 10}}
+
+
+def rgba(hex_color: str, alpha: float) -> str:
+    """'#RRGGBB' with an opacity, for fills."""
+    red, green, blue = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red},{green},{blue},{alpha})"
+
+
+def thin(data: pd.DataFrame, max_points: int = MAX_POINTS) -> pd.DataFrame:
+    """Every k-th row (and the last) so that at most about `max_points` remain."""
+    if len(data) <= max_points:
+        return data
+    every = math.ceil(len(data) / max_points)
+    return pd.concat([data.iloc[::every], data.iloc[[-1]]]).drop_duplicates(subset="step")

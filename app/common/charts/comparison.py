@@ -1,0 +1,184 @@
+"""The Sweep and Compare pages' charts: the privacy–utility frontier, and several runs overlaid (each in its
+run colour)."""
+
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from app.common.charts.base import RUN_PALETTE, run_color
+from app.common.safe_text import plotly_text
+
+# The Sweep and Compare pages: the privacy–utility frontier, and several runs overlaid (each in its run colour).
+FRONTIER_X_TITLE = "ε spent (tightest accountant)"
+LOG_TICKS = [m * 10.0**e for e in range(-3, 4) for m in (1, 2, 5)]  # 0.001, 0.002, 0.005, …, 5000
+
+
+def _value_text(value: object) -> str:
+    """A grid value as a label: numbers by `g`, anything else (a sweep made elsewhere) as text, HTML-escaped."""
+    return f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool) else plotly_text(value)
+
+
+def _hover_data(frame: pd.DataFrame, columns: list[str], *, texts: list[str]) -> object:
+    """`columns` of `frame` as a trace's customdata, the `texts` columns as escaped labels (None when empty)."""
+    if not len(frame):
+        return None
+    data = frame[columns].copy()
+    for column in dict.fromkeys(texts):
+        data[column] = data[column].map(_value_text)
+    return data.to_numpy()
+
+
+def _comparison_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "font": {"size": 15}},
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        height=360,
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+        showlegend=True,
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "font": {"size": 10}},
+        hovermode="closest",
+    )
+    return fig
+
+
+def _spread_bars(line: pd.DataFrame, color: str) -> dict:
+    """Error bars from each grid point's mean accuracy down to `low` and up to `high`."""
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": line["high"] - line["accuracy"],
+        "arrayminus": line["accuracy"] - line["low"],
+        "color": color,
+        "thickness": 1.2,
+        "width": 4,
+    }
+
+
+def sweep_frontier_figure(
+    summary: pd.DataFrame,
+    points: pd.DataFrame,
+    *,
+    first: str,
+    second: str | None,
+    series: Sequence[object] = (),
+    labels: Mapping[str, str] | None = None,
+) -> go.Figure:
+    """A sweep's privacy–utility frontier: test accuracy against ε spent. Per grid point the mean over seeds
+    with its spread as error bars (`summary`: the parameters, epsilon, accuracy, low, high, seeds), every
+    finished run faintly behind (`points`: the parameters, seed, run, epsilon, accuracy). One line per value
+    of the `second` parameter, coloured by its place in `series` (the grid's order), so a line keeps its
+    colour while the sweep fills in; points are labelled with the `first` parameter's value."""
+    labels = labels or {}
+    name_of = plotly_text(labels.get(first, first))  # grid keys and values of a sweep made elsewhere: any text
+    fig = go.Figure()
+    if second is None:
+        groups = [("mean over seeds", summary, points)]
+    else:
+        groups = [
+            (
+                f"{plotly_text(labels.get(second, second))} = {_value_text(v)}",
+                summary[summary[second] == v],
+                points[points[second] == v],
+            )
+            for v in series
+        ]
+    for index, (name, line, runs) in enumerate(groups):
+        color = RUN_PALETTE[index % len(RUN_PALETTE)]
+        fig.add_trace(
+            go.Scatter(
+                x=runs["epsilon"],
+                y=runs["accuracy"],
+                mode="markers",
+                marker={"color": color, "size": 6, "opacity": 0.35},
+                name=f"{name} (each run)",
+                legendgroup=name,
+                showlegend=False,
+                customdata=_hover_data(runs, ["run", "seed"], texts=["run", "seed"]),
+                hovertemplate="run %{customdata[0]}, seed %{customdata[1]}<br>ε %{x:.3f} · accuracy %{y:.3f}"
+                "<extra></extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=line["epsilon"],
+                y=line["accuracy"],
+                mode="lines+markers+text",
+                text=[_value_text(v) for v in line[first]],
+                textposition="middle right",  # beside the marker, clear of its error bar
+                textfont={"size": 10, "color": color},
+                marker={"color": color, "size": 9},
+                line={"color": color, "width": 2},
+                error_y=_spread_bars(line, color),
+                name=name,
+                legendgroup=name,
+                customdata=_hover_data(line, [first, "seeds", "low", "high"], texts=[first]),
+                hovertemplate=f"{name_of} %{{customdata[0]}}<br>ε %{{x:.3f}} · mean accuracy %{{y:.3f}}<br>"
+                "spread %{customdata[2]:.3f}–%{customdata[3]:.3f} over %{customdata[1]} seed(s)<extra></extra>",
+            )
+        )
+    _comparison_layout(
+        fig, f"Privacy–utility frontier (points labelled by {name_of})", FRONTIER_X_TITLE, "test accuracy"
+    )
+    epsilons = points["epsilon"] if len(points) else pd.Series(dtype=float)
+    if len(epsilons) and epsilons.min() > 0 and epsilons.max() / epsilons.min() >= 10:
+        low, high = float(epsilons.min()) / 1.3, float(epsilons.max()) * 1.3
+        ticks = [t for t in LOG_TICKS if low <= t <= high]
+        fig.update_xaxes(type="log", tickvals=ticks, ticktext=[_value_text(t) for t in ticks])
+    else:
+        fig.update_xaxes(rangemode="tozero")
+    return fig
+
+
+def runs_overlay_figure(
+    curves: Mapping[str, pd.DataFrame], column: str, *, title: str, y_title: str, x: str = "step"
+) -> go.Figure:
+    """One line per run (`curves`: run id → its metrics frame), each in its run colour; a run without
+    the `x` column (`epoch`) is drawn against steps."""
+    fig = go.Figure()
+    for run_id, frame in curves.items():
+        x_column = x if x in frame else "step"
+        data = frame[[x_column, column]].dropna() if column in frame else pd.DataFrame({x_column: [], column: []})
+        fig.add_trace(
+            go.Scatter(
+                x=data[x_column],
+                y=data[column],
+                mode="lines",
+                line={"color": run_color(run_id), "width": 2},
+                name=plotly_text(run_id),
+                hovertemplate=f"{plotly_text(run_id)}<br>{x_column} %{{x:.3g}} · %{{y:.3f}}<extra></extra>",
+            )
+        )
+    return _comparison_layout(fig, title, "epochs" if x == "epoch" else "step", y_title)
+
+
+def runs_frontier_figure(points: pd.DataFrame) -> go.Figure:
+    """Test accuracy against ε spent, one marker per run in its run colour (`points`: run, epsilon, accuracy, label)."""
+    fig = go.Figure()
+    for row in points.itertuples(index=False):
+        fig.add_trace(
+            go.Scatter(
+                x=[row.epsilon],
+                y=[row.accuracy],
+                mode="markers+text",
+                text=[plotly_text(row.run)],
+                textposition="top center",
+                textfont={"size": 10},
+                marker={"color": run_color(row.run), "size": 12, "line": {"width": 1, "color": "white"}},
+                name=plotly_text(row.run),
+                hovertemplate=f"{plotly_text(row.label)}<extra></extra>",  # a label holds the run's dataset and model
+            )
+        )
+    _comparison_layout(fig, "Privacy–utility frontier of the selected runs", FRONTIER_X_TITLE, "test accuracy")
+    _pad_ranges(fig, points["epsilon"], points["accuracy"])
+    return fig
+
+
+def _pad_ranges(fig: go.Figure, x: pd.Series, y: pd.Series) -> None:
+    """Axes with room around the markers and their labels: x from 0, y a little beyond the extremes."""
+    if x.empty:
+        return
+    fig.update_xaxes(range=[0, float(x.max()) * 1.12 or 1.0])
+    pad = max(0.02, 0.2 * float(y.max() - y.min()))
+    fig.update_yaxes(range=[max(0.0, float(y.min()) - pad), min(1.05, float(y.max()) + pad)])
