@@ -8,9 +8,11 @@ import streamlit as st
 
 from app import services
 from app.common import run_panel
+from app.common.safe_text import literal
 from app.sweep.sweep_grid import SWEEPABLE, GridInputError, check_parameters, grid_spec, label, parse_values, seeds_from
 from engine.jobs import settings
 from engine.jobs.sweep import MAX_SEEDS, SweepSubmission
+from engine.training import SpecError
 
 NO_SECOND = ""
 VECTORIZE_HELP = (
@@ -116,3 +118,16 @@ def launched_text(submission: SweepSubmission, *, vectorize: bool) -> str:
         f"Sweep `{submission.sweep_id}` launched: {queued}; {submission.cached} from the cache, "
         f"{submission.existing} already queued or running."
     )
+
+
+def launch(choice: GridChoice, problem: str | None) -> None:
+    """The launch button: queue the grid (a problem disables it) and show the sweep launched in the results."""
+    launch_help = "Queue every grid point for the background workers; points already trained come from the cache."
+    if st.button("Launch sweep", type="primary", key="sweep_launch", disabled=problem is not None, help=launch_help):
+        try:
+            submission = services.launch_sweep(choice.spec)
+        except SpecError as exc:
+            st.error(f"Cannot launch this sweep: {literal(exc)}")
+        else:
+            st.session_state["sweep_shown"] = submission.sweep_id
+            st.success(launched_text(submission, vectorize=choice.spec["vectorize"]))

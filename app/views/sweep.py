@@ -7,7 +7,6 @@ from app import services
 from app.common.safe_text import literal
 from app.sweep import sweep_base, sweep_form, sweep_panel
 from app.sweep.sweep_frontier import SPREADS
-from engine.training import SpecError
 
 st.title("Sweep")
 st.caption(
@@ -26,15 +25,7 @@ if problem:
 elif preview is not None:
     st.info(sweep_form.preview_text(choice, preview))
 
-launch_help = "Queue every grid point for the background workers; points already trained come from the cache."
-if st.button("Launch sweep", type="primary", key="sweep_launch", disabled=problem is not None, help=launch_help):
-    try:
-        submission = services.launch_sweep(choice.spec)
-    except SpecError as exc:
-        st.error(f"Cannot launch this sweep: {literal(exc)}")
-    else:
-        st.session_state["sweep_shown"] = submission.sweep_id
-        st.success(sweep_form.launched_text(submission, vectorize=choice.spec["vectorize"]))
+sweep_form.launch(choice, problem)
 
 st.divider()
 st.subheader("Results")
