@@ -122,3 +122,49 @@ def test_every_sql_statement_lives_in_the_store():
     outside = [path for path in source_files() if not under(".".join(path.relative_to(ROOT).parts[:2]), "cache.store")]
     offenders = [str(path.relative_to(ROOT)) for path in outside if holds_sql(path)]
     assert not offenders, offenders
+
+
+PAGE_PACKAGES = ("app.train", "app.plan", "app.sweep", "app.compare", "app.runs", "app.data")
+MAX_VIEW_LINES = 60
+CACHE_DECORATORS = ("st.cache_data", "st.cache_resource")
+
+
+def module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def test_no_page_imports_another_pages_parts():
+    offenders = []
+    for page in PAGE_PACKAGES:
+        for path in module_files(page):
+            offenders += [
+                f"{path.relative_to(ROOT)} imports {name}"
+                for name in imports_of(path)
+                if any(under(name, other) for other in PAGE_PACKAGES if other != page)
+            ]
+    below_pages = [path for package in ("app.common", "app.services") for path in module_files(package)]
+    offenders += [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in below_pages
+        for name in imports_of(path)
+        if any(under(name, page) for page in PAGE_PACKAGES)
+    ]
+    assert not offenders, offenders
+
+
+def test_page_scripts_read_like_the_page():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in module_files("app.views")
+        if (n := len(p.read_text().splitlines())) > MAX_VIEW_LINES
+    }
+    assert not long, f"page scripts over {MAX_VIEW_LINES} lines: move their parts into the page's package: {long}"
+
+
+def test_cache_decorators_live_in_the_services():
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in module_files("app")
+        if not under(module_name(path), "app.services") and any(d in path.read_text() for d in CACHE_DECORATORS)
+    ]
+    assert not offenders, offenders
