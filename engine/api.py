@@ -1,6 +1,7 @@
 """The lab from a notebook: plan a run, calibrate σ, account a ledger, train, queue, and read runs and their
-metrics as pandas frames. These are the functions the CLI and the dashboard's pages call (`python -m engine
-epsilon|calibrate|train|submit`, the Runs and Compare pages' frames), so a notebook sees the very same numbers.
+metrics as pandas frames. Each is a thin shell over the engine function the CLI calls for the same thing
+(`parse_spec`/`plan_spec`, `calibrate_noise_multiplier`, the accountants' `panel`, `train`, the queue's
+`submit`), so a notebook sees the very same numbers; `metrics` is the frame the dashboard's pages plot.
 
     import engine
     plan = engine.plan({"dataset": "digits", "model": "logreg", "algorithm": "dpsgd", "target_epsilon": 3.0,

@@ -11,7 +11,7 @@ from app.common import charts, train_baseline
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
-from engine.training.config.keys import LEARNER_MODELS  # the textbook learners (seed 004)
+from engine.training.config.keys import CALIBRATION_ACCOUNTANTS, LEARNER_MODELS  # LEARNER_MODELS: seed 004
 
 POLL_SECONDS = 1.0  # a live run's charts redraw every second
 STARTING_POLL_SECONDS = 0.4  # until its first step is plotted: the wait after pressing Train is the one people feel
@@ -353,7 +353,7 @@ def _headline(run: RunRecord, frame) -> None:
         cols[2].metric("ε per query", _shown(plan["query_epsilon"], ".3g"), help="Laplace scale 1/ε_q on each Σφ.")
     else:
         by = plan.get("calibrated_by")
-        calibrated = by in ("rdp", "pld")
+        calibrated = by in CALIBRATION_ACCOUNTANTS
         cols[2].metric(
             "Noise multiplier σ",
             _shown(plan.get("noise_multiplier") or None, ".3f"),

@@ -36,9 +36,13 @@ class PlanPreview:
     curve_steps: tuple[int, ...] = ()  # ε (RDP) after each of these steps: the planned curve
     curve_epsilons: tuple[float, ...] = ()
     calibrated_by: str | None = None  # the accountant σ was calibrated by (a target ε), None when σ was given
-    pld_epsilon: float | None = None  # ε by PLD, when PLD calibrated σ
     pld_curve_steps: tuple[int, ...] = ()  # ε by PLD after each of these steps, when PLD calibrated σ
     pld_curve_epsilons: tuple[float, ...] = ()
+
+    @property
+    def pld_epsilon(self) -> float | None:
+        """ε by PLD after the whole run, when PLD calibrated σ (the PLD curve ends at the last step)."""
+        return self.pld_curve_epsilons[-1] if self.pld_curve_epsilons else None
 
 
 PREVIEW_CURVE_POINTS = 60
@@ -70,7 +74,6 @@ def preview_plan(spec_json: str) -> PlanPreview:
         curve_steps=tuple(map(int, rdp.steps)),
         curve_epsilons=tuple(map(float, rdp.epsilons)),
         calibrated_by=plan.calibrated_by,
-        pld_epsilon=by_pld.final_epsilon if by_pld else None,
         pld_curve_steps=tuple(map(int, by_pld.steps)) if by_pld else (),
         pld_curve_epsilons=tuple(map(float, by_pld.epsilons)) if by_pld else (),
     )

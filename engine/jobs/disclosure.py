@@ -20,6 +20,8 @@ result holds none today; this is the guard against one that would).
 from collections.abc import Mapping
 from typing import Any
 
+from engine.training.datasets import CSV_PREFIX
+
 ACCOUNTANT_CURVE_PREFIX = "epsilon_"  # epsilon_naive, epsilon_advanced, epsilon_zcdp, epsilon_pld
 RELEASED_METRICS = frozenset({"epoch", "epsilon", "test_accuracy", "test_loss", "regret_bound"})
 PRIVATE_DIAGNOSTICS = frozenset(
@@ -67,12 +69,11 @@ WITHHELD_ERROR = (
     "error text withheld from this export: it may quote values of the uploaded training file "
     "(export with private diagnostics to include it)"
 )
-UPLOAD_PREFIX = "csv:"
 
 
 def quotes_uploaded_values(spec: Mapping[str, Any]) -> bool:
     """Whether the run's error texts may quote cells of a private uploaded file (a CSV dataset)."""
-    return str(spec.get("dataset", "")).startswith(UPLOAD_PREFIX)
+    return str(spec.get("dataset", "")).startswith(CSV_PREFIX)
 
 
 def is_released_metric(name: str) -> bool:

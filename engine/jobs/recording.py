@@ -81,7 +81,7 @@ class BackgroundAccounting:
             for c in self.curves
             if (ledger := c.plan.ledger()) is not None
         ]  # none: not private
-        intervals: dict[int, float] = {}
+        intervals = [0.0] * len(ledgers)
         try:
             for name in CHEAP_ACCOUNTANTS:
                 for run_ids, ledger, delta, steps in ledgers:
@@ -93,14 +93,14 @@ class BackgroundAccounting:
                         continue
                     self._write(run_ids, name, curve.steps, curve.epsilons)
             for point in range(ACCOUNTANT_GRID_POINTS):
-                for run_ids, ledger, delta, steps in ledgers:
+                for k, (run_ids, ledger, delta, steps) in enumerate(ledgers):
                     if self.stop.is_set():
                         return
                     if point < len(steps):
+                        if point == 0:  # the interval the whole ledger needs, chosen once for all its points
+                            intervals[k] = pld.choose_discretization(ledger, delta=delta)
                         t = int(steps[point])
-                        if intervals.get(id(ledger)) is None:  # the interval the whole ledger needs, once
-                            intervals[id(ledger)] = pld.choose_discretization(ledger, delta=delta)
-                        epsilon = pld.epsilon_of(ledger.truncated(t), delta=delta, discretization=intervals[id(ledger)])
+                        epsilon = pld.epsilon_of(ledger.truncated(t), delta=delta, discretization=intervals[k])
                         self._write(run_ids, "pld", [t], [epsilon])
         except Exception:  # best effort beside the runs: the final ε of every accountant is computed exactly
             log.exception("runs %s: background accounting failed", ", ".join(c.run_ids[0] for c in self.curves))

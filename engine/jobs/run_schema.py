@@ -23,7 +23,7 @@ from typing import Any
 from cache import RunStatus
 from engine.privacy.limits import brief
 from engine.training import TrainResult
-from engine.training.config.keys import RANGES, SCHEDULES
+from engine.training.config.keys import CALIBRATION_ACCOUNTANTS, RANGES, SCHEDULES
 
 Check = Callable[[Any], bool]
 SPEC_STRINGS = (
@@ -110,16 +110,13 @@ def check_spec(spec: Mapping[str, Any]) -> None:
             raise RunShapeError(f"spec.{key}", f"must be an object; got {brief(value)}")
 
 
-PLAN_CALIBRATORS = ("rdp", "pld")  # the accountants a stored plan may say calibrated its σ
-
-
 def check_plan(plan: Mapping[str, Any]) -> None:
     for key, value in plan.items():
         expected = "a number"
         if key == "algorithm":
             ok, expected = isinstance(value, str), "a string"
         elif key == "calibrated_by":
-            ok, expected = value in PLAN_CALIBRATORS, f"one of {', '.join(PLAN_CALIBRATORS)}"
+            ok, expected = value in CALIBRATION_ACCOUNTANTS, f"one of {', '.join(CALIBRATION_ACCOUNTANTS)}"
         elif key == "noise_phases":
             ok = isinstance(value, list) and all(isinstance(p, list) and all(_finite(x) for x in p) for p in value)
         else:

@@ -49,7 +49,7 @@ from engine.jobs.disclosure import (
 )
 from engine.jobs.run_schema import RunShapeError, check_shown_fields
 from engine.training import SpecError, parse_spec
-from engine.training.config.keys import CSV_PREFIX
+from engine.training.datasets import CSV_PREFIX
 
 UNVERIFIED = "unverified:"  # the key prefix of imported runs whose data cannot be checked here
 IMPORTED = "imported:"  # the key prefix of imported runs the user did not choose to serve from the cache

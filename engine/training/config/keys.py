@@ -20,7 +20,6 @@ from enum import StrEnum
 from engine.privacy import limits
 from engine.privacy.limits import NumberRange
 
-CSV_PREFIX = "csv:"
 FEATURES = ("pixels", "scatternet")
 
 

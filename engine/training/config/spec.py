@@ -28,7 +28,6 @@ from engine.training.config.keys import (
     ANISO_GRANULARITIES,
     CALIBRATION_ACCOUNTANTS,
     CLIPPING_MODES,
-    CSV_PREFIX,
     DEFAULT_COUNT_EPSILON,
     DEFAULT_HIDDEN,
     DEFAULT_THRESHOLDS,
@@ -45,6 +44,7 @@ from engine.training.config.keys import (
 )
 from engine.training.config.schedules import CONSTANT, Schedule, ScheduleError, ScheduleKind, parse_schedule
 from engine.training.datasets import (
+    CSV_PREFIX,
     CsvSchemaError,
     DatasetError,
     DatasetInfo,
