@@ -1,13 +1,13 @@
 """Utility suite: test accuracy against ε, each figure with the ε of its privacy ledger (the tightest
 accountant's, up-front releases included) and its wall time. The runs are data (`bench.utility_runs`):
 
-- the acceptance run (digits, logistic regression, ε = 3, median of 5 seeds) and the single-dataset
+- the digits demo (digits, logistic regression, ε = 3, median of 5 seeds) and the single-dataset
   presets (Adult, MNIST, Fashion-MNIST logistic regression), each beside scikit-learn's non-private
   logistic regression on the same split (the price of privacy);
-- seed 003: Abadi et al. 2016's MNIST table (DP-PCA 60 + MLP 1000; ε = 0.5 / 2 / 8), each row trained
+- Abadi et al. 2016's MNIST table (DP-PCA 60 + MLP 1000; ε = 0.5 / 2 / 8), each row trained
   for as many epochs as its budget allows (capped to bound the wall time);
 - tuned runs: Tramèr & Boneh 2021's ScatterNet + linear on MNIST (ε = 1, 3) and Fashion-MNIST (ε = 3);
-- seed 000: noisy gradient descent on Adult at ε from 0.01 to 2 (gradient and input clipping) beside
+- noisy gradient descent on Adult at ε from 0.01 to 2 (gradient and input clipping) beside
   the non-private full-batch "hand GD" and scikit-learn;
 - Opacus's MNIST example settings on our CNN.
 
@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.utility_runs import (
-    ACCEPTANCE_SPEC,
+    ABADI_MNIST,
+    DIGITS_DEMO_SPEC,
     HAND_GD,
     NOISY_GD,
     OPACUS,
     PRESETS,
-    SEED003,
     TUNED,
     TUNING_CAVEAT,
     Run,
@@ -54,7 +54,7 @@ from engine.training.algorithms.baselines import sklearn_logistic_regression
 
 SECTIONS: list[tuple[str, list[Run]]] = [
     ("presets", PRESETS),
-    ("seed 003 (Abadi et al. 2016)", SEED003),
+    ("seed 003 (Abadi et al. 2016)", ABADI_MNIST),
     ("tuned (Tramèr & Boneh 2021)", TUNED),
     ("seed 000 (noisy GD, Near & Abuah)", [*NOISY_GD, HAND_GD]),
     ("Opacus MNIST example", OPACUS),
@@ -272,7 +272,7 @@ def baselines(datasets: Datasets, names: tuple[str, ...]) -> list[dict]:
 def digits(quick: bool) -> list[dict]:
     data = load_dataset("digits")
     seeds = range(1 if quick else 5)
-    results = [train_spec(parse_spec({**ACCEPTANCE_SPEC, "seed": seed}), dataset=data) for seed in seeds]
+    results = [train_spec(parse_spec({**DIGITS_DEMO_SPEC, "seed": seed}), dataset=data) for seed in seeds]
     baseline = sklearn_logistic_regression(data).test_accuracy
     accuracy = statistics.median(r.test_accuracy for r in results)
     return [

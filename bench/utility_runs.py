@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.training import dataset_info
+from engine.training.config.examples import digits_demo_spec
 
 # Every tuned run's record carries this: choosing hyperparameters by test accuracy is itself a
 # release of the private data that no ε here accounts for.
@@ -36,20 +37,9 @@ class Run:
     note: str = ""  # how this run differs from its source
 
 
-# --- The acceptance run and the single-dataset presets (each beside scikit-learn) -------------------------
+# --- The digits demo and the single-dataset presets (each beside scikit-learn) -------------------------
 
-ACCEPTANCE_SPEC = {
-    "dataset": "digits",
-    "model": "logreg",
-    "algorithm": "dpsgd",
-    "target_epsilon": 3.0,
-    "delta": 1e-5,
-    "clip_norm": 1.0,
-    "lot_size": 64,
-    "epochs": 20,
-    "lr": 2.0,
-    "seed": 0,
-}
+DIGITS_DEMO_SPEC = digits_demo_spec()
 
 ADULT_PRESET = {
     "dataset": "adult",
@@ -93,13 +83,13 @@ PRESETS = [
     ),
 ]
 
-# --- Seed 003: Abadi et al. 2016 (CCS), §5.2, MNIST ------------------------------------------------------
+# --- Abadi et al. 2016 (CCS), §5.2, MNIST ------------------------------------------------------
 # DP-PCA to 60 dimensions, 1,000 ReLU units, lots of 600, C = 4, lr 0.1 → 0.052 over 10 epochs.
 # (σ_p, σ) = (16, 8), (7, 4), (4, 2) for ε = 0.5, 2, 8 at δ = 1e-5; the paper reports 90%, 95%, 97%.
 # Epochs: as many as the budget allows, capped at 400 (40,000 steps: ~7–13 min at 1 thread on the
 # development machine's 2 shared cores, measured at ~10–20 ms a step; the issue allows 15 min a run).
 
-SEED003_SPEC = {
+ABADI_MNIST_SPEC = {
     "dataset": "mnist",
     "model": "mlp",
     "hidden": [1000],
@@ -112,17 +102,17 @@ SEED003_SPEC = {
     "lr_schedule": {"kind": "linear", "end_factor": 0.52, "epochs": 10},
     "seed": 0,
 }
-SEED003_EPOCH_CAP = 400
-SEED003_SOURCE = "Abadi et al. 2016, §5.2 (seed 003): DP-PCA 60, MLP 1000, L 600, C 4"
+ABADI_MNIST_EPOCH_CAP = 400
+ABADI_MNIST_SOURCE = "Abadi et al. 2016, §5.2 (seed 003): DP-PCA 60, MLP 1000, L 600, C 4"
 
-SEED003 = [
+ABADI_MNIST = [
     Run(
-        name=f"seed003_mnist_pca60_mlp1000_eps{epsilon:g}",
-        spec={**SEED003_SPEC, "pca_noise": pca_noise, "noise_multiplier": sigma},
-        source=SEED003_SOURCE,
+        name=f"abadi_mnist_pca60_mlp1000_eps{epsilon:g}",
+        spec={**ABADI_MNIST_SPEC, "pca_noise": pca_noise, "noise_multiplier": sigma},
+        source=ABADI_MNIST_SOURCE,
         target_accuracy=accuracy,
         target_epsilon=epsilon,
-        max_epochs=SEED003_EPOCH_CAP,
+        max_epochs=ABADI_MNIST_EPOCH_CAP,
         quick=epsilon == 0.5,
         quick_epochs=3,
         reported={"accuracy": accuracy, "epsilon": epsilon},
@@ -178,7 +168,7 @@ TUNED = [
     ),
 ]
 
-# --- Seed 000: Near & Abuah, noisy gradient descent on Adult ---------------------------------------------
+# --- Near & Abuah, noisy gradient descent on Adult ---------------------------------------------
 # Logistic regression with labels ±1, full batch, 30 iterations at lr 1 (larger rates diverge on these
 # features), b = 3 (inputs have L2 norm ≤ 3.34), δ = 1e-5; a tenth of each budget goes to the noisy
 # count. Where 30 iterations would need σ > 500 (ε = 0.01), σ = 500 and the budget sets the iterations.

@@ -1,5 +1,5 @@
 """Plain helpers the test files share (fixtures live in conftest.py, Streamlit AppTest helpers in
-apptest_helpers.py, Playwright ones in browser_helpers.py): the acceptance spec, the command line as a
+apptest_helpers.py, Playwright ones in browser_helpers.py): the digits demo spec, the command line as a
 subprocess, polling, free ports, stopping subprocesses, zip archives taken apart and put back, a CSV upload.
 
 Imports nothing of the project, so that moving a source module never breaks every test at once.
@@ -19,25 +19,14 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from engine.training.config.examples import digits_demo_spec
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def fast_spec(**overrides) -> dict:
-    """The issue's acceptance spec: digits, logistic regression, ε = 3."""
-    spec = {
-        "dataset": "digits",
-        "model": "logreg",
-        "algorithm": "dpsgd",
-        "target_epsilon": 3.0,
-        "delta": 1e-5,
-        "clip_norm": 1.0,
-        "lot_size": 64,
-        "epochs": 20,
-        "lr": 2.0,
-        "seed": 0,
-    }
-    spec.update(overrides)
-    return spec
+    """The digits demo (digits, logistic regression, ε = 3) with `overrides` applied."""
+    return digits_demo_spec(**overrides)
 
 
 # ---------------------------------------------------------------------------------------- the command line

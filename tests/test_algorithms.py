@@ -249,7 +249,7 @@ def test_dp_pca_is_charged_up_front(digits):
 # ------------------------------------------------------------------ schedules and optimizers
 
 
-def test_seed_003_linear_learning_rate_schedule():
+def test_linear_learning_rate_schedule_as_abadi_et_al():
     schedule = Schedule(kind=ScheduleKind.LINEAR, end_factor=0.52, epochs=10)
     assert 0.1 * schedule.factor_at(0) == pytest.approx(0.1)
     assert 0.1 * schedule.factor_at(5) == pytest.approx(0.076)

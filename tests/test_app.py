@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.common.labels import ALGORITHM_TITLES
 from app.common.safe_text import unescape
-from app.train import train_spec
-from app.train.train_presets import FORM_DEFAULTS, PRESETS
-from app.train.train_spec import ALGORITHM_TITLES, raw_spec
+from app.train.form_spec import learner, raw_spec
+from app.train.presets import FORM_DEFAULTS, PRESETS
 from cache import RunStatus
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec, plan_spec
@@ -89,7 +89,7 @@ def test_every_widget_explains_itself_in_a_tooltip(home):
         at.selectbox(key="train_algorithm").set_value(algorithm).run()
         assert not at.exception, at.exception
         widgets = [w for kind in WIDGET_KINDS for w in getattr(at, kind) if (w.key or "").startswith("train")]
-        assert len(widgets) >= (7 if train_spec.learner(algorithm) else 10), algorithm
+        assert len(widgets) >= (7 if learner(algorithm) else 10), algorithm
         for widget in widgets:
             assert widget.help and len(widget.help) > 20, f"{algorithm}: {widget.label!r} has no tooltip"
 
@@ -125,20 +125,20 @@ def test_each_preset_fills_a_valid_spec(home, name):
 
 
 def test_presets_are_the_benchmarked_settings():
-    from bench.utility_runs import ACCEPTANCE_SPEC, ADULT_PRESET, NOISY_GD, OPACUS, SEED003
+    from bench.utility_runs import ABADI_MNIST, ADULT_PRESET, DIGITS_DEMO_SPEC, NOISY_GD, OPACUS
     from engine.privacy import rdp_curve
 
-    assert PRESETS[preset_named("Fast digits")].spec == ACCEPTANCE_SPEC
+    assert PRESETS[preset_named("Digits demo")].spec == DIGITS_DEMO_SPEC
     assert PRESETS[preset_named("Adult: DP-SGD")].spec == ADULT_PRESET
     assert PRESETS[preset_named("Opacus")].spec == OPACUS[0].spec
     noisy = next(r for r in NOISY_GD if r.name == "adult_noisy_gd_gradient_clip_eps1")
     assert PRESETS[preset_named("Adult: noisy")].spec == noisy.spec
-    seed003 = next(r for r in SEED003 if r.target_epsilon == 2.0)
-    ours = PRESETS[preset_named("Seed 003")].spec
-    assert {k: v for k, v in ours.items() if k != "epochs"} == seed003.spec  # the bench fills epochs to the budget
+    abadi = next(r for r in ABADI_MNIST if r.target_epsilon == 2.0)
+    ours = PRESETS[preset_named("Abadi")].spec
+    assert {k: v for k, v in ours.items() if k != "epochs"} == abadi.spec  # the bench fills epochs to the budget
     plan = plan_spec(parse_spec(ours))
-    assert ours["epochs"] <= seed003.max_epochs
-    assert rdp_curve(plan.ledger(), delta=plan.delta, steps=[plan.steps]).final_epsilon <= seed003.target_epsilon
+    assert ours["epochs"] <= abadi.max_epochs
+    assert rdp_curve(plan.ledger(), delta=plan.delta, steps=[plan.steps]).final_epsilon <= abadi.target_epsilon
 
 
 def test_present_dataset_files_need_no_note(home, tmp_path, monkeypatch):

@@ -74,9 +74,7 @@ SOURCE_PACKAGES = ("app", "engine", "cache")
 MAX_MODULE_LINES = 400
 # Modules still over the limit, each at most this long: the ratchet only goes down (split them, then drop them
 # here). Every other module stays within MAX_MODULE_LINES.
-OVERSIZE_MODULES = {
-    "cache/archive/reader.py": 413,
-}
+OVERSIZE_MODULES: dict[str, int] = {}
 SQL = ("SELECT ", "INSERT INTO", "UPDATE ", "DELETE FROM", "CREATE TABLE", "CREATE INDEX", "PRAGMA ")
 
 

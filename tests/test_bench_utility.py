@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from bench.utility import epsilon_only, fill, resolve, run_records, summary_table, target_met
-from bench.utility_runs import NOISY_GD, OPACUS, PRESETS, SEED003, TUNED, TUNING_CAVEAT, Run
+from bench.utility_runs import ABADI_MNIST, NOISY_GD, OPACUS, PRESETS, TUNED, TUNING_CAVEAT, Run
 from engine.privacy import SIGMA_MAX, final_epsilon
 from engine.training import TrainResult, dataset_info, parse_spec, plan_run
 
@@ -72,8 +72,8 @@ def test_an_unreachable_target_trains_at_the_sigma_ceiling():
 
 
 def test_quick_epochs_replace_the_budget():
-    spec, plan, budget = resolve(SEED003[0], n_train=60_000, quick=True)
-    assert spec["epochs"] == SEED003[0].quick_epochs and budget is None and plan.steps == 300
+    spec, plan, budget = resolve(ABADI_MNIST[0], n_train=60_000, quick=True)
+    assert spec["epochs"] == ABADI_MNIST[0].quick_epochs and budget is None and plan.steps == 300
 
 
 def test_target_needs_accuracy_and_the_budget():
@@ -101,7 +101,7 @@ def test_records_and_summary():
 
 
 def test_run_definitions_are_valid_specs():
-    runs = [*PRESETS, *SEED003, *TUNED, *NOISY_GD, *OPACUS]
+    runs = [*PRESETS, *ABADI_MNIST, *TUNED, *NOISY_GD, *OPACUS]
     assert len({r.name for r in runs}) == len(runs)
     for item in runs:
         spec = dict(item.spec)

@@ -7,7 +7,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.compare.compare_table import frontier_points
+from app.compare.frames import frontier_points
 from app.services import uploads as data_upload
 from cache import RunStatus
 from engine.jobs.workers.worker import Worker

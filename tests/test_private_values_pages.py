@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from app.data import data_form
+from app.data import form
 from cache import Store
 from engine.jobs.disclosure import PRIVATE_DIAGNOSTICS
 from engine.jobs.transfer import export_runs
@@ -92,7 +92,7 @@ def test_suggested_levels_are_marked_private_and_rare_ones_withheld(home):
     [warning] = [w for w in warnings_of(at) if "Read from your private file" in w]
     assert "travels into every run spec, every export and the model's one-hot layout" in warning
     assert "fewer than 10 rows is not suggested (2 withheld from this file)" in warning
-    assert warning == data_form.LEVELS_WARNING.format(k=10, withheld=2)
+    assert warning == form.LEVELS_WARNING.format(k=10, withheld=2)
     assert at.text_area(key="data_classes").value == "no\nyes"
     assert "at least 10 rows" in at.text_area(key="data_classes").help
     assert any("1 class value(s) seen in fewer than 10 rows withheld" in c.value for c in at.caption)

@@ -7,7 +7,7 @@ from engine.training import SpecError, parse_spec
 from tests.helpers import fast_spec
 
 
-def test_the_acceptance_spec_is_valid():
+def test_the_digits_demo_spec_is_valid():
     spec = parse_spec(fast_spec())
     assert spec.target_epsilon == 3.0 and spec.noise_multiplier is None and spec.hidden == ()
     assert parse_spec(spec.to_dict()) == spec

@@ -17,8 +17,8 @@ from streamlit.testing.v1 import AppTest
 
 from app.common.charts import RUN_PALETTE, run_color, sweep_frontier_figure
 from app.common.safe_text import unescape
-from app.sweep.sweep_frontier import frontier
-from app.sweep.sweep_grid import GridInputError, parse_values
+from app.sweep.frontier import frontier
+from app.sweep.grid import GridInputError, parse_values
 from cache import RunStatus, Store
 from cache.archive.format import ArchivedRun
 from cache.store.archive_io import insert_runs

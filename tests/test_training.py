@@ -1,4 +1,4 @@
-"""End-to-end training: the issue's acceptance spec, determinism, early stop, the MLP path."""
+"""End-to-end training: the digits demo spec, determinism, early stop, the MLP path."""
 
 import itertools
 
@@ -9,7 +9,7 @@ from engine.training import parse_spec, train
 from tests.helpers import fast_spec
 
 
-def test_acceptance_spec_reaches_accuracy_within_budget_deterministically(digits):
+def test_digits_demo_reaches_accuracy_within_budget_deterministically(digits):
     spec = parse_spec(fast_spec())
     records = []
     first = train(spec, dataset=digits, on_step=records.append)

@@ -470,7 +470,7 @@ def test_an_import_streams_in_memory_that_does_not_grow_with_the_archive(tmp_pat
     import tracemalloc
 
     from bench.archive import synthetic_archive
-    from cache.archive.reader import CHUNK_CHARACTERS
+    from cache.archive.zip_members import CHUNK_CHARACTERS
     from cache.store.metrics import METRIC_BATCH
 
     peaks = []

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
+from app.common.labels import run_label
 from app.common.run_panel import spec_caption
 from app.common.safe_text import (
     JS_SPACE,
@@ -35,7 +36,7 @@ from app.common.safe_text import (
     timestamp_text,
     unescape,
 )
-from app.compare.compare_table import run_label, runs_table
+from app.compare.frames import comparison_table
 from cache import RunEvent, RunRecord, RunStatus, Store
 from cache.archive.format import ArchivedRun, ArchivedSweep, SweepMember
 from cache.store.archive_io import insert_runs
@@ -630,7 +631,7 @@ def test_every_page_survives_any_record_an_import_admits(monkeypatch, generated)
         for record in store.list_runs():  # the pure helpers first: their failures are easier to read
             spec_caption(record.spec)
             run_label(record)
-        runs_table(store.list_runs())
+        comparison_table(store.list_runs())
 
         page = open_page_unchecked("runs")
         assert not page.exception, page.exception
@@ -679,5 +680,5 @@ def test_a_record_of_another_shape_still_gets_a_label_and_caption():
     )
     assert spec_caption(spec) == "? · ? · ? · C=? · lot ? · ? epochs · lr ? · seed 1.5"
     assert run_label(run) == "odd · ['not', 'text']/3 · ε ∞ (non-private) · acc –"
-    table = runs_table([run])
+    table = comparison_table([run])
     assert table.loc[0, "created"] == "?" and table.loc[0, "epsilon"] == "1"

@@ -56,6 +56,6 @@ def test_a_worker_warms_up_before_registering_and_records_nothing(home, store):
 def test_the_setting_reads_common_spellings(monkeypatch):
     for raw, expected in [("0", False), ("off", False), ("False", False), ("1", True), ("yes", True)]:
         monkeypatch.setenv("DPLAB_WARMUP", raw)
-        assert settings.warm_up() is expected
+        assert settings.warm_up_enabled() is expected
     monkeypatch.delenv("DPLAB_WARMUP")
-    assert settings.warm_up() is True
+    assert settings.warm_up_enabled() is True

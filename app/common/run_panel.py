@@ -8,10 +8,11 @@ import streamlit as st
 
 from app import services
 from app.common import charts, train_baseline
+from app.common.labels import ALGORITHM_NAMES
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
-from engine.training.config.keys import CALIBRATION_ACCOUNTANTS, LEARNER_MODELS  # LEARNER_MODELS: seed 004
+from engine.training.config.keys import CALIBRATION_ACCOUNTANTS, LEARNER_MODELS
 
 POLL_SECONDS = 1.0  # a live run's charts redraw every second
 STARTING_POLL_SECONDS = 0.4  # until its first step is plotted: the wait after pressing Train is the one people feel
@@ -140,16 +141,6 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
     train_baseline.offer(run, references)
 
 
-ALGORITHM_TITLES = {
-    "dpsgd": "DP-SGD",
-    "noisy_gd": "noisy GD",
-    "nonprivate": "non-private",
-    "aniso_dpsgd": "anisotropic DP-SGD",
-    "expmech_stumps": "exponential mechanism",
-    "sq_laplace": "SQ via Laplace",
-    "rwm_online": "private RWM",
-    "rwm_linear": "private linear learner",
-}
 NOISE_CAPTIONS = {
     "reproducible": "lab noise (reproducible from the record: not for publication)",
     "release": "release noise (OS randomness, hardened sampler)",
@@ -190,7 +181,7 @@ def spec_caption(spec: dict) -> str:
     parts = [
         dataset.split("/")[-1] if isinstance(dataset, str) else "?",
         model if isinstance(model, str) else "?",
-        ALGORITHM_TITLES.get(algorithm, algorithm) if algorithm is not None else "?",
+        ALGORITHM_NAMES.get(algorithm, algorithm) if algorithm is not None else "?",
     ]
     if "clip_norm" in spec:
         parts.append(f"C={number_text(spec['clip_norm'])}")

@@ -9,6 +9,7 @@ import streamlit as st
 
 from app import services
 from app.common import run_panel
+from app.common.labels import run_label
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus, StoreError
 
@@ -18,10 +19,6 @@ TERMINAL = [RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED]
 
 def when(seconds: float | None) -> str:
     return timestamp_text(seconds) if seconds else ""
-
-
-def run_label(run: RunRecord) -> str:
-    return f"{run.id} · {run.status.value} · {run.spec.get('dataset', '?')}/{run.spec.get('model', '?')}"
 
 
 def pick_runs(widget: Callable[..., Any], label: str, runs: list[RunRecord], *, key: str, help: str) -> Any:
@@ -106,7 +103,7 @@ def queue() -> None:
         )
 
 
-def runs_table() -> list[RunRecord]:
+def run_list() -> list[RunRecord]:
     """Every run (newest first) in the statuses picked; returns the runs shown."""
     st.subheader("All runs")
     picked = st.multiselect(

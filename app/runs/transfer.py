@@ -25,7 +25,7 @@ RELEASED_ONLY_NOTE = (
 )
 
 
-def export_runs() -> None:
+def export_form() -> None:
     finished = services.runs_with_status(TERMINAL, limit=1000)
     st.markdown("**Export**: finished, failed and cancelled runs, as a zip another store can import.")
     chosen = pick_runs(
@@ -61,7 +61,9 @@ def export_runs() -> None:
         help="Build the zip of the selected runs; a download button appears when it is ready.",
     ):
         try:
-            export = services.export_runs(list(chosen), include_metrics=metrics, include_private_diagnostics=private)
+            export = services.export_run_archive(
+                list(chosen), include_metrics=metrics, include_private_diagnostics=private
+            )
             st.session_state["runs_export"] = (wanted, export)
         except (ArchiveError, StoreError) as exc:
             st.error(f"**Nothing exported**: {literal(exc)}", icon=":material/error:")
@@ -96,7 +98,7 @@ def import_report_text(report: dict) -> str:
     )
 
 
-def import_runs() -> None:
+def import_form() -> None:
     st.markdown("**Import**: an archive exported by this lab. Runs already here are skipped, never overwritten.")
     if report := st.session_state.pop("runs_import_report", None):  # shown once, after the import's rerun
         st.success(import_report_text(report), icon=":material/download_done:")

@@ -31,7 +31,7 @@ from app.services.plan import (
 )
 from app.services.runs import (
     cancel_runs,
-    export_runs,
+    export_run_archive,
     import_run_archive,
     preview_run_archive,
     queue_order,
@@ -82,7 +82,7 @@ __all__ = [
     "data_directories",
     "dataset_catalog",
     "delete_stored_runs",
-    "export_runs",
+    "export_run_archive",
     "get_run",
     "get_store",
     "get_sweep",

@@ -43,7 +43,9 @@ def cancel_runs(run_ids: list[str]) -> list[RunStatus]:
     return [store.request_cancel(run_id) for run_id in run_ids]
 
 
-def export_runs(run_ids: list[str], include_metrics: bool = True, include_private_diagnostics: bool = False) -> Export:
+def export_run_archive(
+    run_ids: list[str], include_metrics: bool = True, include_private_diagnostics: bool = False
+) -> Export:
     """A zip archive of the finished, failed and cancelled runs among `run_ids` (ArchiveError, StoreError): their
     released values only, unless the user opted in to the diagnostics computed on private training data."""
     return prepare_export(

@@ -5,7 +5,7 @@ from typing import Any
 
 import streamlit as st
 
-from app.train.train_presets import (
+from app.train.presets import (
     DEFAULT_PRESET,
     FORM_DEFAULTS,
     PRESETS,

@@ -7,9 +7,10 @@ from typing import Any
 import streamlit as st
 
 from app import services
-from app.train import train_spec
+from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
+from app.train import form_spec
 from app.train.form_state import apply_preset, choice, coerce, field_value, keep_values, key, slider
-from app.train.train_presets import (
+from app.train.presets import (
     ANISO_MAX_RATIOS,
     ANISO_SMOOTHINGS,
     CLIP_NORMS,
@@ -55,19 +56,19 @@ def spec_form() -> dict[str, Any]:
     with st.sidebar:
         preset_picker()
         algorithm_picker()
-        if train_spec.learner(field_value("algorithm")):
+        if form_spec.learner(field_value("algorithm")):
             dataset_picker()
             learner_fields()
         else:
             data_and_model()
-            if train_spec.private(field_value("algorithm")):
+            if form_spec.private(field_value("algorithm")):
                 privacy()
             else:
                 st.caption("No clipping and no noise: ε = ∞. Its accuracy is the reference the private runs pay for.")
             training()
             advanced()
     chosen = _chosen_dataset()
-    return train_spec.raw_spec({name: field_value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
+    return form_spec.raw_spec({name: field_value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
 
 
 def preset_picker() -> None:
@@ -84,9 +85,9 @@ def preset_picker() -> None:
 def algorithm_picker() -> None:
     st.selectbox(
         "Algorithm",
-        list(train_spec.ALGORITHM_TITLES),
+        list(ALGORITHM_TITLES),
         key=key("algorithm"),
-        format_func=train_spec.ALGORITHM_TITLES.get,
+        format_func=ALGORITHM_TITLES.get,
         help="DP-SGD and noisy GD are private (clipping plus noise); the non-private baseline shows the "
         "accuracy that privacy costs.",
     )
@@ -95,7 +96,7 @@ def algorithm_picker() -> None:
 def dataset_picker() -> None:
     algorithm = field_value("algorithm")
     available = services.training_datasets()
-    datasets = train_spec.datasets_for(algorithm, {name: found.info for name, found in available.items()})
+    datasets = form_spec.datasets_for(algorithm, {name: found.info for name, found in available.items()})
     coerce("dataset", datasets)
     here = [d for d in datasets if not services.missing_dataset_files(d)]
     st.selectbox(
@@ -112,13 +113,13 @@ def data_and_model() -> None:
     algorithm = field_value("algorithm")
     st.markdown("**Data and model**")
     dataset_picker()
-    models = train_spec.models_for(_chosen_dataset().info, algorithm)
+    models = form_spec.models_for(_chosen_dataset().info, algorithm)
     choice(
         st.selectbox,
         "Model",
         "model",
         models,
-        train_spec.MODEL_TITLES,
+        MODEL_TITLES,
         "Bigger models can fit better, but the same noise is spread over more parameters.",
     )
     if field_value("model") == "mlp":
@@ -128,11 +129,11 @@ def data_and_model() -> None:
             "hidden",
             help="Width of the hidden layer: more capacity, and a noisier gradient per parameter.",
         )
-    dims = train_spec.pca_dims_for(_chosen_dataset().info)
+    dims = form_spec.pca_dims_for(_chosen_dataset().info)
     if field_value("model") == "cnn" or not dims:
         return
     st.checkbox(
-        "Project inputs with PCA" + (" (DP-PCA)" if train_spec.private(algorithm) else ""),
+        "Project inputs with PCA" + (" (DP-PCA)" if form_spec.private(algorithm) else ""),
         key=key("use_pca"),
         help="Fewer input dimensions make each gradient less noisy; privately fitted, it spends some ε up front.",
     )
@@ -141,7 +142,7 @@ def data_and_model() -> None:
         st.select_slider(
             "PCA dimensions", dims, key=key("pca_dims"), help="Dimensions kept: fewer denoise more but lose detail."
         )
-        if train_spec.private(algorithm):
+        if form_spec.private(algorithm):
             slider(
                 "DP-PCA noise σ_p",
                 PCA_NOISES,
@@ -192,7 +193,7 @@ def privacy() -> None:
         format_func=lambda d: f"{d:.0e}",
         help="Probability that the ε guarantee may fail: keep it well below 1/N; a smaller δ costs a little ε.",
     )
-    choice(st.radio, "Noise", "noise", list(train_spec.NOISE_TITLES), train_spec.NOISE_TITLES, train_spec.NOISE_HELP)
+    choice(st.radio, "Noise", "noise", list(form_spec.NOISE_TITLES), form_spec.NOISE_TITLES, form_spec.NOISE_HELP)
     slider(
         "Clipping bound b" if algorithm == "noisy_gd" else "Clipping norm C",
         CLIP_NORMS,
@@ -246,7 +247,7 @@ def training() -> None:
             1.0,
             step=0.01,
             key=key("lr_end_factor"),
-            help="The final learning rate as a fraction of the first (seed 003: 0.52).",
+            help="The final learning rate as a fraction of the first (Abadi et al.'s MNIST setting: 0.52).",
         )
         right.number_input(
             "over epochs",
@@ -320,13 +321,13 @@ def learner_fields() -> None:
 def advanced() -> None:
     algorithm = field_value("algorithm")
     with st.expander("Advanced"):
-        if modes := train_spec.clipping_modes(algorithm):
+        if modes := form_spec.clipping_modes(algorithm):
             choice(
                 st.radio,
                 "Clipping",
                 "clipping",
                 modes,
-                train_spec.CLIPPING_TITLES,
+                form_spec.CLIPPING_TITLES,
                 "What is bounded per example: the privacy cost is the same, the bias differs.",
             )
         choice(
@@ -342,8 +343,8 @@ def advanced() -> None:
                 st.radio,
                 "Noise weights",
                 "aniso_granularity",
-                list(train_spec.ANISO_GRANULARITY_TITLES),
-                train_spec.ANISO_GRANULARITY_TITLES,
+                list(form_spec.ANISO_GRANULARITY_TITLES),
+                form_spec.ANISO_GRANULARITY_TITLES,
                 "Per layer uses the fast norms; per coordinate shapes the "
                 "noise finer, at the cost of per-example gradients.",
             )

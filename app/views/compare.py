@@ -5,26 +5,26 @@ downloads). Selected runs can be deleted, behind a confirmation."""
 import streamlit as st
 
 from app import services
-from app.compare import compare_sections
+from app.compare import sections
 
 st.title("Compare runs")
-compare_sections.notice()
+sections.notice()
 
-runs = services.recent_runs(limit=compare_sections.MAX_LISTED)
+runs = services.recent_runs(limit=sections.MAX_LISTED)
 if not runs:
     st.info("No runs yet: train one on the **Train** page or launch a grid on the **Sweep** page, then compare here.")
     st.stop()
 
-selected = compare_sections.select_runs(runs)
+selected = sections.select_runs(runs)
 if not selected:
     st.info("Choose two or more runs above to overlay their curves and compare their results.")
     st.stop()
 
 st.subheader("Curves")
-compare_sections.curves(selected)
+sections.curves(selected)
 st.subheader("Privacy–utility frontier")
-compare_sections.frontier(selected)
+sections.frontier(selected)
 st.subheader("Every hyperparameter and result")
-compare_sections.table(selected)
+sections.table(selected)
 st.subheader("Delete")
-compare_sections.delete(selected)
+sections.delete(selected)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from app import services
-from app.data import data_form
+from app.data import form
 
 st.title("Data")
 st.caption(
@@ -39,4 +39,4 @@ st.markdown(
     "before it is saved; a malformed file (empty, not UTF-8, rows with a different number of fields, a "
     "repeated column name, over the size limit) is refused with the line at fault, and nothing is kept."
 )
-data_form.upload_form()
+form.upload_form()

@@ -5,7 +5,7 @@ warnings and the privacy statement a run would carry. Nothing on this page train
 import streamlit as st
 
 from app import services
-from app.plan import plan_page
+from app.plan import sections
 
 st.title("Plan a private training run")
 st.caption(
@@ -14,25 +14,25 @@ st.caption(
     "bound."
 )
 
-settings = plan_page.plan_form()
+settings = sections.plan_form()
 plan = services.privacy_plan(settings)  # σ by RDP, T, q, ε by RDP: instant
 if plan.error:
     st.error(f"Cannot plan this configuration: {plan.error}", icon=":material/error:")
     st.stop()
 
-tightest_slot = plan_page.headline(plan)
+tightest_slot = sections.headline(plan)
 warnings_box = st.container()
 if plan.calibrated and st.toggle(
     "Also calibrate σ by PLD",
     key="plan_pld_sigma",
-    persist_state=plan_page.KEEP,
+    persist_state=sections.KEEP,
     help="The PLD accountant is tighter than RDP, so it finds a smaller σ (less noise, better accuracy) for the "
     "same ε; it takes a few seconds.",
 ):
-    plan_page.pld_sigma(plan, services.plan_pld_sigma(plan))
+    sections.pld_sigma(plan, services.plan_pld_sigma(plan))
 
 accounts = services.plan_panel(plan)  # PLD and the composition bounds: seconds the first time, then cached
-plan_page.tightest_epsilon(tightest_slot, *accounts.tightest())
-plan_page.warnings(warnings_box, services.plan_warnings(plan, accounts))
-plan_page.accountant_curves(plan, accounts)
-plan_page.privacy_statement(services.plan_statement(plan, accounts))
+sections.tightest_epsilon(tightest_slot, *accounts.tightest())
+sections.warnings(warnings_box, services.plan_warnings(plan, accounts))
+sections.accountant_curves(plan, accounts)
+sections.privacy_statement(services.plan_statement(plan, accounts))

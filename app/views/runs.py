@@ -5,20 +5,20 @@ and moving finished runs between stores (export to a zip, import from one)."""
 import streamlit as st
 
 from app import services
-from app.runs.sections import opened_run, queue, runs_table, status_counts, workers
-from app.runs.transfer import export_runs, import_runs
+from app.runs.sections import opened_run, queue, run_list, status_counts, workers
+from app.runs.transfer import export_form, import_form
 
 st.title("Runs")
 workers()
 status_counts(services.run_counts())
 queue()
-shown = runs_table()
+shown = run_list()
 if shown:
     opened_run(shown)
 st.divider()
 st.subheader("Export and import")
 export_column, import_column = st.columns(2)
 with export_column:
-    export_runs()
+    export_form()
 with import_column:
-    import_runs()
+    import_form()

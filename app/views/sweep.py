@@ -5,8 +5,8 @@ import streamlit as st
 
 from app import services
 from app.common.safe_text import literal
-from app.sweep import sweep_base, sweep_form, sweep_panel
-from app.sweep.sweep_frontier import SPREADS
+from app.sweep import base_spec, form, panel
+from app.sweep.frontier import SPREADS
 
 st.title("Sweep")
 st.caption(
@@ -14,18 +14,18 @@ st.caption(
     "the privacy–utility frontier they trace. Points already trained come from the result cache."
 )
 
-base = sweep_base.base_form()
+base = base_spec.base_form()
 st.subheader("Design a sweep")
-st.caption(sweep_form.base_caption(base))
-choice = sweep_form.grid_inputs(base)
+st.caption(form.base_caption(base))
+choice = form.grid_inputs(base)
 preview = services.preview_sweep(choice.spec) if choice.spec is not None else None
 problem = choice.error or (preview.error if preview else None)
 if problem:
     st.error(f"Cannot launch this sweep: {literal(problem)}")
 elif preview is not None:
-    st.info(sweep_form.preview_text(choice, preview))
+    st.info(form.preview_text(choice, preview))
 
-sweep_form.launch(choice, problem)
+form.launch(choice, problem)
 
 st.divider()
 st.subheader("Results")
@@ -39,11 +39,11 @@ left, right = st.columns([3, 2])
 shown = left.selectbox(
     "Sweep",
     list(sweeps),
-    format_func=lambda sweep_id: sweep_panel.sweep_label(sweeps[sweep_id]),
+    format_func=lambda sweep_id: panel.sweep_label(sweeps[sweep_id]),
     key="sweep_shown",
     help="Any sweep in the store, newest first (also those launched from the command line).",
 )
-spread = sweep_base.titled_choice(
+spread = base_spec.titled_choice(
     right.radio,
     "Spread over seeds",
     SPREADS,
@@ -51,4 +51,4 @@ spread = sweep_base.titled_choice(
     horizontal=True,
     help="What the error bars of each grid point show: the lowest to highest accuracy, or one standard deviation.",
 )
-sweep_panel.sweep_panel(shown, spread=spread)
+panel.show(shown, spread=spread)

@@ -7,12 +7,12 @@ import streamlit as st
 from app import services
 from app.common import run_panel
 from app.common.safe_text import literal
-from app.train import plan_summary, spec_form, train_spec
+from app.train import form_spec, plan_summary, spec_form
 from engine.training import SpecError
 
 raw_spec = spec_form.spec_form()
 st.title("Train a differentially private model" if raw_spec.get("delta") else "Train a non-private baseline")
-st.caption(train_spec.algorithm_caption(raw_spec["algorithm"]))
+st.caption(form_spec.algorithm_caption(raw_spec["algorithm"]))
 plan_summary.dataset_note(raw_spec["dataset"])
 preview = services.preview_plan(json.dumps(raw_spec, sort_keys=True))
 plan_summary.plan_summary(preview, target_epsilon=raw_spec.get("target_epsilon"))

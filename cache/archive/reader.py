@@ -1,38 +1,29 @@
 """Reading a run archive (`cache.archive.format` describes the format) as a stream, in bounded memory.
 
 `ArchiveReader` checks the zip's directory first (member names, counts, declared sizes, encryption,
-compression: nothing is inflated yet) and reads the manifest; then it yields the runs of `runs.json`
-one at a time, the rows of a run's `metrics/<id>.csv` one at a time, and the sweeps. Memory stays at
-one run object, one CSV line and the set of run ids, whatever the archive's size: `runs.json` and
-`sweeps.json` are JSON arrays decoded element by element (an element may not exceed
-`MAX_ELEMENT_BYTES`), and metric rows must come in (step, name) order, which the exporter writes and
-which makes a repeated row visible without remembering the rows before it.
+compression: nothing is inflated yet; `cache.archive.zip_members` reads the container) and reads the
+manifest; then it yields the runs of `runs.json` one at a time, the rows of a run's `metrics/<id>.csv`
+one at a time, and the sweeps. Memory stays at one run object, one CSV line and the set of run ids,
+whatever the archive's size: `runs.json` and `sweeps.json` are JSON arrays decoded element by element
+(an element may not exceed `MAX_ELEMENT_BYTES`), and metric rows must come in (step, name) order, which
+the exporter writes and which makes a repeated row visible without remembering the rows before it.
 
 Every check raises `ArchiveError` naming the member, the run and the field. The cross-member checks
 (manifest counts, metrics and sweep members of runs that are not in `runs.json`) complete when the
 stream that establishes them is consumed: `runs()` before `sweeps()`.
 """
 
-import codecs
 import csv
-import io
 import json
-import os
-import struct
-import zipfile
-import zlib
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Any, BinaryIO
+from typing import Any
 
-from cache.archive import format as archive_format
 from cache.archive.format import (
     FORMAT_NAME,
     FORMAT_VERSION,
     MANIFEST_FIELDS,
     MANIFEST_OPTIONAL,
-    MAX_ARCHIVE_BYTES,
-    MAX_MEMBERS,
     METRICS_MEMBER,
     Archive,
     ArchivedRun,
@@ -44,43 +35,13 @@ from cache.archive.format import (
     check_sweep,
     metric_row,
 )
-from cache.archive.limits import InputError, open_regular_file, strict_decoder, strict_json
+from cache.archive.limits import InputError, strict_decoder, strict_json
+from cache.archive.zip_members import Source, check_directory, member_bytes, member_text, open_source, open_zip
 
 MAX_ELEMENT_BYTES = 16 * 2**20  # one run or sweep object of runs.json / sweeps.json
 MAX_METRIC_LINE = 4096  # characters: step (≤ 15 digits), name (≤ 200 characters), value
-CHUNK_CHARACTERS = 1 << 20
 CSV_HEADER = "step,name,value"
 NUMBER_CHARACTERS = "0123456789+-.eE"  # what may follow a number's text that the buffer ends with
-FIXED_MEMBERS = ("manifest.json", "runs.json", "sweeps.json")
-Source = bytes | bytearray | memoryview | str | os.PathLike | BinaryIO
-ZIP_ERRORS = (
-    zipfile.BadZipFile,
-    zipfile.LargeZipFile,
-    zlib.error,
-    struct.error,
-    EOFError,
-    OSError,
-    ValueError,
-    NotImplementedError,
-    RuntimeError,
-)
-
-
-def _open_source(source: Source) -> BinaryIO:
-    if isinstance(source, bytes | bytearray | memoryview):
-        data = bytes(source)
-        if len(data) > MAX_ARCHIVE_BYTES:
-            raise ArchiveError(f"the file is larger than {MAX_ARCHIVE_BYTES // 2**20} MiB; not a run archive")
-        return io.BytesIO(data)  # shares the bytes' memory until written to
-    if isinstance(source, str | os.PathLike):
-        try:
-            return open_regular_file(source, limit=MAX_ARCHIVE_BYTES, what="run archive")
-        except InputError as exc:
-            raise ArchiveError(str(exc)) from None
-    if hasattr(source, "read") and hasattr(source, "seek"):
-        source.seek(0)
-        return source
-    raise ArchiveError(f"cannot read an archive from a {type(source).__name__}")
 
 
 class ArchiveReader(AbstractContextManager):
@@ -88,19 +49,11 @@ class ArchiveReader(AbstractContextManager):
     any of the runs seen, then `sweeps()`."""
 
     def __init__(self, source: Source):
-        self.file = _open_source(source)
+        self.file = open_source(source)
         self.closes_file = not hasattr(source, "read")
         try:
-            self.file.seek(0, io.SEEK_END)
-            size = self.file.tell()
-            self.file.seek(0)
-            if size == 0:
-                raise ArchiveError("the file is empty; a run archive is a zip file")
-            try:
-                self.zip = zipfile.ZipFile(self.file)
-            except ZIP_ERRORS as exc:
-                raise ArchiveError(f"not a readable zip archive ({type(exc).__name__}: {exc})") from None
-            self.infos = self._directory()
+            self.zip = open_zip(self.file)
+            self.infos = check_directory(self.zip)
             self.manifest = self._manifest()
         except BaseException:
             self.close()
@@ -108,54 +61,12 @@ class ArchiveReader(AbstractContextManager):
         self.run_ids: set[str] = set()
         self.runs_read = False
 
-    # ------------------------------------------------------------------ the directory and the manifest
-
-    def _directory(self) -> dict[str, zipfile.ZipInfo]:
-        infos = self.zip.infolist()
-        if len(infos) > MAX_MEMBERS:
-            raise ArchiveError(f"{len(infos)} members; at most {MAX_MEMBERS} are allowed")
-        declared, allowed = sum(i.file_size for i in infos), archive_format.MAX_TOTAL_BYTES
-        if declared > allowed:
-            raise ArchiveError(f"members declare {declared} bytes uncompressed; at most {allowed} allowed")
-        out: dict[str, zipfile.ZipInfo] = {}
-        for info in infos:
-            name = info.filename
-            if name == "metrics/" and info.is_dir():
-                continue
-            if name not in FIXED_MEMBERS and not METRICS_MEMBER.fullmatch(name):
-                raise ArchiveError(
-                    f"unexpected member {name!r:.120}: an archive holds manifest.json, runs.json, "
-                    "sweeps.json and metrics/<run id>.csv only"
-                )
-            if name in out:
-                raise ArchiveError(f"{name}: appears twice in the archive")
-            if info.flag_bits & 0x1:
-                raise ArchiveError(f"{name}: encrypted; a run archive is not")
-            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                raise ArchiveError(f"{name}: compression method {info.compress_type}; only stored or deflated are read")
-            out[name] = info
-        for required in ("manifest.json", "runs.json"):
-            if required not in out:
-                raise ArchiveError(f"{required}: missing; this is not a run archive")
-        return out
-
-    def _bytes(self, name: str, limit: int) -> bytes:
-        """A small member whole (at most `limit` bytes), checked against its declared size."""
-        info = self.infos[name]
-        if info.file_size > limit:
-            raise ArchiveError(f"{name}: {info.file_size:,} bytes; at most {limit:,} are read")
-        try:
-            with self.zip.open(info) as member:
-                content = member.read(info.file_size + 1)
-        except ZIP_ERRORS as exc:
-            raise ArchiveError(f"not a readable zip archive ({type(exc).__name__}: {exc})") from None
-        if len(content) != info.file_size:
-            raise ArchiveError(f"{name}: holds {len(content)} bytes, declares {info.file_size}")
-        return content
+    # ------------------------------------------------------------------ the manifest
 
     def _manifest(self) -> dict[str, Any]:
         try:
-            raw = strict_json(self._bytes("manifest.json", MAX_ELEMENT_BYTES), where="manifest.json")
+            member = member_bytes(self.zip, self.infos["manifest.json"], MAX_ELEMENT_BYTES)
+            raw = strict_json(member, where="manifest.json")
         except InputError as exc:
             raise ArchiveError(str(exc)) from None
         obj = check_fields(raw, "manifest.json", MANIFEST_FIELDS, MANIFEST_OPTIONAL)
@@ -179,29 +90,9 @@ class ArchiveReader(AbstractContextManager):
 
     # ------------------------------------------------------------------ streams
 
-    def _text(self, name: str) -> Iterator[str]:
-        """A member's text in chunks, checked as UTF-8 and against its declared size."""
-        info = self.infos[name]
-        decoder = codecs.getincrementaldecoder("utf-8")()
-        read = 0
-        try:
-            with self.zip.open(info) as member:
-                while chunk := member.read(min(CHUNK_CHARACTERS, info.file_size + 1 - read)):
-                    read += len(chunk)
-                    if read > info.file_size:
-                        break
-                    yield decoder.decode(chunk)
-                yield decoder.decode(b"", final=True)
-        except UnicodeDecodeError:
-            raise ArchiveError(f"{name}: not UTF-8 text") from None
-        except ZIP_ERRORS as exc:
-            raise ArchiveError(f"not a readable zip archive ({type(exc).__name__}: {exc})") from None
-        if read != info.file_size:
-            raise ArchiveError(f"{name}: holds {read} bytes, declares {info.file_size}")
-
     def _elements(self, name: str) -> Iterator[Any]:
         """The elements of the JSON array that member `name` holds, decoded one at a time."""
-        yield from json_array(self._text(name), where=name)
+        yield from json_array(member_text(self.zip, self.infos[name]), where=name)
 
     def runs(self) -> Iterator[ArchivedRun]:
         """The runs of `runs.json`, each checked; at the end, the manifest's count and that every metrics
@@ -227,7 +118,7 @@ class ArchiveReader(AbstractContextManager):
         name = f"metrics/{run_id}.csv"
         if name not in self.infos:
             return
-        lines = _lines(self._text(name), where=name)
+        lines = _lines(member_text(self.zip, self.infos[name]), where=name)
         header = next(lines, None)
         if header is None or header.rstrip("\r") != CSV_HEADER:
             raise ArchiveError(f"{name}: the header must be {CSV_HEADER}; got {header!r:.80}")

@@ -145,7 +145,7 @@ def cmd_worker(args: argparse.Namespace, store: Store) -> None:
     if args.pool_child is not None or args.once:
         if (nice := settings.worker_nice()) and hasattr(os, "nice"):
             os.nice(nice)  # a worker yields the CPU to the dashboard on a shared machine
-        if settings.warm_up():  # before registering: a registered worker is one ready to train at full speed
+        if settings.warm_up_enabled():  # before registering: a registered worker is one ready to train at full speed
             took = warmup.warm_up()
             logging.getLogger("dplab.worker").info("warm-up %s", f"took {took:.1f} s" if took else "failed")
         worker = Worker(store, parent_pid=args.pool_child)

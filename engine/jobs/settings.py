@@ -52,7 +52,7 @@ def stack_max() -> int:
     return int(_number("DPLAB_STACK_MAX", 8, low=1, high=64))
 
 
-def warm_up() -> bool:
+def warm_up_enabled() -> bool:
     return os.environ.get("DPLAB_WARMUP", "1").strip().lower() not in ("0", "false", "no", "off")
 
 

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import json
 import secrets
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -127,6 +128,7 @@ class OsStream:
 
 Stream = SeededStream | OsStream
 RandomSource = Stream | torch.Generator  # a bare generator is a lab-mode stream (tests, benches)
+GaussianFill = Callable[..., Tensor]  # `fill_gaussian_noise`'s signature: (buffer, std, source, *, chunks)
 
 
 def as_stream(source: RandomSource) -> Stream:
@@ -166,18 +168,24 @@ def sample_poisson_lot(n: int, rate: float, source: RandomSource, device: torch.
     return torch.nonzero(torch.rand(n, generator=generator, device=device) < rate).squeeze(1)
 
 
-def add_gaussian_noise(grads: list[Tensor], std: float, source: RandomSource) -> list[Tensor]:
-    """Add N(0, std²) to every coordinate, in place (one noise buffer per tensor, no other temporaries)."""
+def add_gaussian_noise(
+    grads: list[Tensor], std: float, source: RandomSource, *, fill: GaussianFill | None = None
+) -> list[Tensor]:
+    """Add N(0, std²) to every coordinate, in place (one noise buffer per tensor, no other temporaries), the
+    tensors in order from one stream: DP-SGD's noise for one run, and for one member's rows of a vectorized stack.
+    `fill` is the sampler that draws each buffer, `fill_gaussian_noise` unless a caller passes its own reference
+    to it (the stack does, so that its draws are observed where it makes them); the draws are the same."""
+    fill = fill_gaussian_noise if fill is None else fill
     for g in grads:
         noise = torch.empty_like(g)
-        fill_gaussian_noise(noise, std, source, chunks=noise_chunks(g))
+        fill(noise, std, source, chunks=noise_chunks(g))
         g.add_(noise)
     return grads
 
 
 def fill_gaussian_noise(buffer: Tensor, std: float, source: RandomSource, *, chunks: int | None = None) -> Tensor:
     """Overwrite a contiguous `buffer` with N(0, std²) draws: the very draws `add_gaussian_noise` adds to a
-    tensor of its shape from the same stream state (the vectorized sweeps fill one member's slice).
+    tensor of its shape from the same stream state.
 
     torch's CPU sampler runs on one thread (~7 ms for 800k coordinates here), so a large CPU tensor is drawn
     in chunks of at least `PARALLEL_NOISE_MIN` coordinates, each from its own generator (lab mode: seeded by

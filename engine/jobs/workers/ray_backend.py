@@ -45,6 +45,7 @@ from ray import exceptions as rex
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from engine.jobs.run_training import MetricRows, train_claimed
+from engine.jobs.workers.worker import Shutdown
 
 if TYPE_CHECKING:
     from cache import RunRecord, Store
@@ -67,10 +68,6 @@ LOST = (
     rex.LocalRayletDiedError,
     rex.OutOfDiskError,
 )
-
-
-class Shutdown(Exception):
-    """A second SIGTERM/SIGINT: stop now."""
 
 
 @ray.remote(num_cpus=0)

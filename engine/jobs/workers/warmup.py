@@ -12,21 +12,11 @@ import logging
 import time
 
 from engine.training import parse_spec, plan_spec, train
+from engine.training.config.examples import digits_demo_spec
 
 log = logging.getLogger("dplab.worker")
 WARMUP_STEPS = 3
-WARMUP_SPEC = {
-    "dataset": "digits",
-    "model": "logreg",
-    "algorithm": "dpsgd",
-    "target_epsilon": 3.0,
-    "delta": 1e-5,
-    "clip_norm": 1.0,
-    "lot_size": 64,
-    "epochs": 1,
-    "lr": 0.1,
-    "seed": 0,
-}
+WARMUP_SPEC = digits_demo_spec(epochs=1, lr=0.1)
 
 
 def warm_up() -> float | None:

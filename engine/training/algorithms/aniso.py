@@ -59,7 +59,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, grad_and_value, vmap
 
-from engine.training.algorithms.dpsgd import StepStats, clip_and_accumulate, scale, stats_of
+from engine.training.algorithms.dpsgd import StepStats, average, clip_and_accumulate, noise_std, stats_of
 from engine.training.clipping import (
     BookKeepingClipper,
     ClippedSum,
@@ -368,15 +368,15 @@ def aniso_dpsgd_step(
 ) -> StepStats:
     """Step `step` (1-based) of the plan: DP-SGD's chain with weighted clipping and noise σC·W z. The
     returned grad-norm quantiles are of the weighted norms ‖W⁻¹gᵢ‖₂ (what is clipped to C)."""
-    clip_norm, sigma = plan.clip_norm_at(step), plan.noise_multiplier_at(step)
+    clip_norm, std = plan.clip_norm_at(step), noise_std(plan, step)
     optimizer.zero_grad(set_to_none=True)
     lot = sample_poisson_lot(len(x), plan.sampling_rate, sampling_generator, x.device)
     weights = aniso.weights.per_param(aniso.params[0].dtype) if aniso.params else []  # fixed before the lot
     clipped = clip_and_accumulate(aniso.clipper, x[lot], y[lot], clip_norm, physical_batch_size)
-    noisy = add_weighted_noise(clipped.grads, weights, sigma * clip_norm, noise_generator)
-    update = scale(noisy, 1.0 / plan.lot_size)
+    noisy = add_weighted_noise(clipped.grads, weights, std, noise_generator)
+    update = average(noisy, plan)
     # the release: only it and public numbers reach the weights of the next step
-    aniso.weights.observe(update, noise_std=sigma * clip_norm, lot_size=plan.lot_size)
+    aniso.weights.observe(update, noise_std=std, lot_size=plan.lot_size)
     for param, g in zip(aniso.params, update, strict=True):
         param.grad = g
     optimizer.step()

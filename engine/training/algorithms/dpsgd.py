@@ -1,13 +1,14 @@
 """DP-SGD (Abadi et al. 2016; seeds 001 and 003) as a chain of named stages:
 
-    sample a Poisson lot → clip and accumulate (over physical batches) → add Gaussian noise
-    → scale by 1/L → optimizer step
+    sample a Poisson lot → clip and accumulate (over physical batches) → add Gaussian noise of std σₜCₜ
+    (`noise_std`) → scale by 1/L (`average`) → optimizer step
 
 A lot is what the privacy analysis sees; physical batches are how it fits in memory (seed 001's
 lot vs batch, Opacus' BatchMemoryManager): the clipped sums of the batches of one lot are added
 before the single noise draw, so the release is the same whatever the physical batch size.
 The numbers come from a `TrainingPlan`, whose ledger accounts for exactly them; the lots and the noise
 from the run's random streams (`noise`: reproducible lab streams or release-mode OS randomness).
+The vectorized stack (`stacked.training`) runs the same noise and scaling stages on each member's rows.
 """
 
 import functools
@@ -32,6 +33,18 @@ def scale(grads: list[Tensor], factor: float) -> list[Tensor]:
     for g in grads:
         g.mul_(factor)
     return grads
+
+
+def noise_std(plan: TrainingPlan, step: int) -> float:
+    """σₜ·Cₜ: the standard deviation of the Gaussian noise added to step t's clipped sum (Abadi et al. 2016,
+    Algorithm 1: N(0, σ²C²I)), at the plan's σ and C of that step (their schedules)."""
+    return plan.noise_multiplier_at(step) * plan.clip_norm_at(step)
+
+
+def average(grads: list[Tensor], plan: TrainingPlan) -> list[Tensor]:
+    """The noisy sum divided by the expected lot size L = qN, in place (Abadi et al. 2016, Algorithm 1's 1/L):
+    L is public; the sampled lot's size is private and never divides the update. Any tensors, stacked or not."""
+    return scale(grads, 1.0 / plan.lot_size)
 
 
 def clip_and_accumulate(
@@ -162,8 +175,8 @@ def dpsgd_step(
     lot = sample_poisson_lot(len(x), plan.sampling_rate, sampling_generator, x.device)
     thresholds = clip_thresholds(clipper, clip_norm, plan.clipping)
     clipped = clip_and_accumulate(clipper, x[lot], y[lot], thresholds, physical_batch_size)
-    noisy = add_gaussian_noise(clipped.grads, plan.noise_multiplier_at(step) * clip_norm, noise_generator)
-    update = scale(noisy, 1.0 / plan.lot_size)
+    noisy = add_gaussian_noise(clipped.grads, noise_std(plan, step), noise_generator)
+    update = average(noisy, plan)
     for param, g in zip(clipper.params, update, strict=True):
         param.grad = g
     optimizer.step()

@@ -35,7 +35,7 @@ ALGORITHM_INFO = (
         title="Noisy gradient descent",
         description="Full-batch logistic regression (labels ±1): clipped gradient sum (or clipped inputs) + "
         "Gaussian noise, divided by a Laplace-noised count.",
-        source="Near & Abuah, Programming Differential Privacy, ch. Machine Learning (seed 000)",
+        source="Near & Abuah, Programming Differential Privacy, ch. Machine Learning",
         keys=KEYS_BY_ALGORITHM[Algorithm.NOISY_GD],
     ),
     AlgorithmInfo(
@@ -54,7 +54,7 @@ ALGORITHM_INFO = (
         description="DP-SGD with per-layer (or per-coordinate) weights W: each gradient clipped to ‖W⁻¹g‖₂ ≤ C, "
         "noise N(0, σ²C²W²): the Gaussian mechanism at σ after the change of variables W⁻¹, so accounted as "
         "DP-SGD. W ∝ sensitivity^(-1/2) from earlier released noisy gradients only (post-processing).",
-        source="Xiang et al., DP deep learning from an optimization perspective (seed 002), honestly accounted",
+        source="Xiang et al., DP deep learning from an optimization perspective (2019), honestly accounted",
         keys=KEYS_BY_ALGORITHM[Algorithm.ANISO_DPSGD],
     ),
     AlgorithmInfo(
@@ -63,7 +63,7 @@ ALGORITHM_INFO = (
         title="Exponential mechanism over decision stumps",
         description="Private PAC learning: one stump (feature, threshold on a public grid, sign) drawn with "
         "probability ∝ exp(ε·(−training errors)/2); ε-DP.",
-        source="Dwork & Roth ch. 11 (seed 004); Kasiviswanathan et al. 2008; the exponential mechanism, Thm 3.10",
+        source="Dwork & Roth ch. 11; Kasiviswanathan et al. 2008; the exponential mechanism, Thm 3.10",
         keys=KEYS_BY_ALGORITHM[Algorithm.EXPMECH_STUMPS],
     ),
     AlgorithmInfo(
@@ -72,7 +72,7 @@ ALGORITHM_INFO = (
         title="SQ logistic regression through Laplace noise",
         description="Gradient descent that sees the data only through statistical queries Σφ, φ ∈ [0, 1], each "
         "answered with Laplace noise; T·d queries share ε by pure composition.",
-        source="Dwork & Roth §11.1 (seed 004); Blum, Dwork, McSherry, Nissim 2005",
+        source="Dwork & Roth §11.1; Blum, Dwork, McSherry, Nissim 2005",
         keys=KEYS_BY_ALGORITHM[Algorithm.SQ_LAPLACE],
     ),
     AlgorithmInfo(
@@ -81,7 +81,7 @@ ALGORITHM_INFO = (
         title="Private online learning (randomized weighted majority)",
         description="Stump experts on a stream of training examples; RWM at η = ε/√(32 T ln(1/δ)), each round "
         "2η-DP; regret against rounds with its bound and non-private RWM.",
-        source="Dwork & Roth §11.2, Thm 11.2 (privacy), Thms 11.1, 11.3–11.4 (regret) (seed 004)",
+        source="Dwork & Roth §11.2, Thm 11.2 (privacy), Thms 11.1, 11.3–11.4 (regret)",
         keys=KEYS_BY_ALGORITHM[Algorithm.RWM_ONLINE],
     ),
     AlgorithmInfo(
@@ -90,7 +90,7 @@ ALGORITHM_INFO = (
         title="Private linear learner (RWM over the simplex)",
         description="RWM over the vertices of the simplex (stump experts) on linear losses; the output is the "
         "average action, a mixture of stumps.",
-        source="Dwork & Roth §11.2, Algorithm 17 and Thm 11.6 (seed 004)",
+        source="Dwork & Roth §11.2, Algorithm 17 and Thm 11.6",
         keys=KEYS_BY_ALGORITHM[Algorithm.RWM_LINEAR],
     ),
     AlgorithmInfo(
@@ -99,7 +99,7 @@ ALGORITHM_INFO = (
         title="DP-PCA input projection",
         description="Unit-normalize inputs, Gaussian noise σ_p on their covariance, project on the top pca_dims "
         "eigenvectors; charged up front to the run's ledger.",
-        source="Abadi et al. 2016, §4 (seed 003)",
+        source="Abadi et al. 2016, §4",
         keys=("pca_dims", "pca_noise"),
     ),
 )

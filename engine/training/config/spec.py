@@ -315,14 +315,14 @@ def _privacy_options(
     if algorithm is Algorithm.NOISY_GD:
         out["count_epsilon"] = values.get("count_epsilon", DEFAULT_COUNT_EPSILON)
         if raw["model"] != "logreg":
-            raise SpecError("model", "noisy_gd trains logistic regression with labels ±1 (seed 000): use 'logreg'")
+            raise SpecError("model", "noisy_gd trains logistic regression with labels ±1 (Near & Abuah): use 'logreg'")
         if info.n_classes != 2:
             raise SpecError("dataset", f"noisy_gd needs a two-class dataset; {info.name} has {info.n_classes} classes")
     noise_kinds = (ScheduleKind.CONSTANT, ScheduleKind.STEP)  # a σ schedule must be piecewise constant
     out["noise_schedule"] = _schedule("noise_schedule", raw, allowed=noise_kinds)
     out["clip_schedule"] = _schedule("clip_schedule", raw)
     if "pca_dims" in raw and "pca_noise" not in raw:
-        raise SpecError("pca_noise", "missing: private DP-PCA needs its noise multiplier σ_p (seed 003: 4, 7 or 16)")
+        raise SpecError("pca_noise", "missing: private DP-PCA needs its noise σ_p (Abadi et al.: 4, 7 or 16)")
     if "pca_noise" in raw and "pca_dims" not in raw:
         raise SpecError("pca_noise", "only applies with pca_dims")
     return out

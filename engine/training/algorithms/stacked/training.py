@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from engine.privacy import PrivacyLedger, Release, dpsgd_step_event, panel, rdp_curve
-from engine.training.algorithms.dpsgd import norm_quantiles_by_row
+from engine.training.algorithms.dpsgd import average, noise_std, norm_quantiles_by_row
 from engine.training.algorithms.optimizers import DEFAULT_MOMENTUM, OptimizerName
 from engine.training.algorithms.stacked.clipping import StackedClippedSum, StackedClipper, StackError
 from engine.training.algorithms.stacked.optimizer import StackedOptimizer
@@ -28,6 +28,7 @@ from engine.training.datasets import Dataset
 from engine.training.noise import (
     RELEASE,
     Stream,
+    add_gaussian_noise,
     fill_gaussian_noise,
     noise_mode,
     noise_stream_key,
@@ -202,14 +203,10 @@ def train_stack(
         clipped = _clipped_sum_in_chunks(
             clipper, inputs.rows(inputs.train, lot), y_train[lot], clip_norms, chunk, per_member=inputs.per_member
         )
-        noise = {n: torch.empty_like(g) for n, g in clipped.grads.items()}
-        for row, k in enumerate(alive):  # each member's own noise stream, tensor by tensor: a separate run's draws
-            std = plans[k].noise_multiplier_at(step) * clip_norms[row]
-            for n in clipper.names:
-                fill_gaussian_noise(noise[n][row], std, streams[k]["noise"])
-        for n, g in clipped.grads.items():
-            g.add_(noise[n]).mul_(1.0 / plan0.lot_size)
-        del noise
+        for row, k in enumerate(alive):  # DP-SGD's noise stage on each member's rows: its separate run's draws
+            rows = [clipped.grads[n][row] for n in clipper.names]
+            add_gaussian_noise(rows, noise_std(plans[k], step), streams[k]["noise"], fill=fill_gaussian_noise)
+        average(list(clipped.grads.values()), plan0)  # and its 1/L, all members at once (one L for the stack)
         lrs = tuple(members[k].spec.lr * members[k].spec.lr_schedule.factor_at(epoch) for k in alive)
         optimizer.step(clipped.grads, constant_tensor(lrs, x_train.dtype, device))
 

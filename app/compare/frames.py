@@ -1,13 +1,14 @@
 """The Compare page's data: filtering runs, their labels, the table of every hyperparameter and result
 (and its CSV), and the frontier points of a selection. Pure functions."""
 
-import json
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pandas as pd
 
+from app.common.cells import table_cell
+from app.common.labels import run_label
 from app.common.results import finite_epsilon
 from app.common.safe_text import csv_bytes, timestamp_text
 from cache import RunRecord, RunStatus
@@ -45,45 +46,17 @@ def filter_runs(runs: Iterable[RunRecord], chosen: dict[str, Sequence[str]]) -> 
     return [run for run in runs if all(not want or FILTERS[name](run) in want for name, want in chosen.items())]
 
 
-IMPORTED_MARK = " · imported"  # ends the label of a run imported from an archive: computed elsewhere
-
-
-def _number(value: Any, spec: str) -> str:
-    return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
-
-
-def run_label(run: RunRecord) -> str:
-    """How a run reads in a selection (plain text): id, data/model, ε spent and accuracy (or its status), and
-    whether it was imported."""
-    base = f"{run.id} · {run.spec.get('dataset', '?')}/{run.spec.get('model', '?')}"
-    mark = IMPORTED_MARK if run.imported else ""
-    result = run.result if isinstance(run.result, dict) else None
-    if result is None:
-        return f"{base} · {run.status.value}{mark}"
-    delta = run.spec.get("delta")
-    private = isinstance(delta, int | float) and not isinstance(delta, bool) and delta != 0
-    shown_epsilon = _number(finite_epsilon(run), ".2f") if private else "∞ (non-private)"
-    status = "" if run.status is RunStatus.FINISHED else f" · {run.status.value}"
-    return f"{base} · ε {shown_epsilon} · acc {_number(result.get('test_accuracy'), '.3f')}{status}{mark}"
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, list | dict):
-        return json.dumps(value, sort_keys=True)
-    return value
-
-
 def _epsilon_cell(value: Any) -> Any:
     """An accountant's ε as a cell: inf where there is no finite bound (not 1.8e308)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return math.inf if is_unbounded(value) else value
-    return _cell(value)
+    return table_cell(value)
 
 
 OWN_COLUMNS = ("run", "status", "imported", "created", "engine_version", "error")
 
 
-def runs_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
+def comparison_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
     """One row per run: id, status, whether it was imported, data, model and algorithm, the headline results
     (ε spent, test accuracy), every other spec key any of them has (this engine's in the spec's order, then any
     other), every other result field (the ε of each accountant as `epsilon_<name>`), then when and by which
@@ -95,13 +68,13 @@ def runs_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
     for run in runs:
         result = run.result if isinstance(run.result, dict) else {}
         row: dict[str, Any] = {"run": run.id, "status": run.status.value, "imported": run.imported}
-        row |= {key: _cell(run.spec.get(key)) for key in spec_keys if key in FIRST_SPEC_KEYS}
-        row |= {key: _cell(result.get(key)) for key in HEADLINE}
-        row |= {key: _cell(run.spec.get(key)) for key in spec_keys if key not in FIRST_SPEC_KEYS}
+        row |= {key: table_cell(run.spec.get(key)) for key in spec_keys if key in FIRST_SPEC_KEYS}
+        row |= {key: table_cell(result.get(key)) for key in HEADLINE}
+        row |= {key: table_cell(run.spec.get(key)) for key in spec_keys if key not in FIRST_SPEC_KEYS}
         for key, value in result.items():
             name = RESULT_NAMES.get(key, key)
             if name is not None and key not in HEADLINE and name not in row and name not in OWN_COLUMNS:
-                row[name] = _cell(value)
+                row[name] = table_cell(value)
         epsilons = result.get("epsilons")
         row |= {
             f"epsilon_{name}": _epsilon_cell(value)

@@ -7,11 +7,11 @@ from typing import Any
 
 import streamlit as st
 
-from app.common.run_panel import ALGORITHM_TITLES
+from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
 from engine.training import DATASETS
 from engine.training.config.keys import Algorithm
 
-MODELS = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)"}
+MODELS = {key: MODEL_TITLES[key] for key in ("logreg", "mlp")}  # the models a sweep base offers
 PRIVACY_BY = {"target_epsilon": "Target ε", "noise_multiplier": "Noise multiplier σ"}
 DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
 
@@ -87,7 +87,9 @@ def base_form() -> dict[str, Any]:
 def _learner_base(dataset: str, algorithm: str) -> dict[str, Any]:
     """A textbook learner's base: its budget and seed; its own fields keep their defaults (sweep target ε, or its
     iterations and learning rate for sq_laplace)."""
-    st.caption("A textbook learner (seed 004): no model, lots or clipping; sweep its target ε for a frontier.")
+    st.caption(
+        "A textbook learner (Dwork & Roth ch. 11): no model, lots or clipping; sweep its target ε for a frontier."
+    )
     raw: dict[str, Any] = {"dataset": dataset, "algorithm": algorithm}
     raw["target_epsilon"] = _real(
         "Target ε",

@@ -9,7 +9,7 @@ import streamlit as st
 from app import services
 from app.common import run_panel
 from app.common.safe_text import literal
-from app.sweep.sweep_grid import SWEEPABLE, GridInputError, check_parameters, grid_spec, label, parse_values, seeds_from
+from app.sweep.grid import SWEEPABLE, GridInputError, check_parameters, grid_spec, label, parse_values, seeds_from
 from engine.jobs import settings
 from engine.jobs.sweep import MAX_SEEDS, SweepSubmission
 from engine.training import SpecError

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.common.choices import EPSILONS
+from engine.training.config.examples import digits_demo_spec
 
 DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
 CLIP_NORMS = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0]
@@ -67,26 +68,15 @@ class Preset:
     source: str  # one line: where the setting comes from
 
 
-DIGITS_DEMO = {
-    "dataset": "digits",
-    "model": "logreg",
-    "algorithm": "dpsgd",
-    "target_epsilon": 3.0,
-    "delta": 1e-5,
-    "clip_norm": 1.0,
-    "lot_size": 64,
-    "epochs": 20,
-    "lr": 2.0,
-    "seed": 0,
-}
+DIGITS_DEMO = digits_demo_spec()
 PRESETS: dict[str, Preset] = {
-    "Fast digits demo: logistic regression, ε = 3": Preset(
-        DIGITS_DEMO, "The acceptance run: built-in digits, trains in seconds on a CPU."
+    "Digits demo: logistic regression, ε = 3": Preset(
+        DIGITS_DEMO, "scikit-learn's built-in 8×8 digits (no download): DP-SGD trains in seconds on a CPU."
     ),
     "Digits MLP (128 ReLU units), ε = 3": Preset(
         DIGITS_DEMO | {"model": "mlp", "hidden": [128], "lr": 1.0}, "A small MLP on the built-in digits."
     ),
-    "Seed 003 MNIST: DP-PCA 60 + MLP 1000, σ = 4 (ε ≤ 2)": Preset(
+    "MNIST as in Abadi et al.: DP-PCA 60 + MLP 1000, σ = 4 (ε ≤ 2)": Preset(
         {
             "dataset": "mnist",
             "model": "mlp",
@@ -122,7 +112,7 @@ PRESETS: dict[str, Preset] = {
         "Opacus examples/mnist_README.md, first row: q = 0.004 (L = 240), σ = 1.3, C = 1.5, lr 0.25, 15 epochs "
         "(their README: ε = 1.16, 94.6%); our CNN uses tanh where theirs uses ReLU.",
     ),
-    "Seed 000 Adult: noisy gradient descent, ε = 1": Preset(
+    "Adult: noisy gradient descent (Near & Abuah), ε = 1": Preset(
         {
             "dataset": "adult",
             "model": "logreg",
@@ -136,10 +126,10 @@ PRESETS: dict[str, Preset] = {
             "target_epsilon": 1.0,
             "count_epsilon": 0.1,
         },
-        "Near & Abuah, Programming Differential Privacy (seed 000): full-batch logistic regression, 30 iterations, "
-        "b = 3, a tenth of ε on the noisy count.",
+        "Near & Abuah, Programming Differential Privacy, ch. Machine Learning: full-batch logistic regression, "
+        "30 iterations, b = 3, a tenth of ε on the noisy count.",
     ),
-    "Seed 000 Adult: DP-SGD logistic regression, ε = 1": Preset(
+    "Adult: DP-SGD logistic regression, ε = 1": Preset(
         {
             "dataset": "adult",
             "model": "logreg",
@@ -152,14 +142,14 @@ PRESETS: dict[str, Preset] = {
             "lr": 1.0,
             "seed": 0,
         },
-        "Seed 000's DP-SGD preset for UCI Adult (benchmarked at ≥ 84% test accuracy).",
+        "DP-SGD logistic regression on UCI Adult, one-hot features (benchmarked at ≥ 84% test accuracy).",
     ),
-    "Seed 002 digits: anisotropic noise (per layer), ε = 3": Preset(
+    "Digits: anisotropic noise (per layer), ε = 3": Preset(
         DIGITS_DEMO | {"algorithm": "aniso_dpsgd"},
-        "The fast digits demo with seed 002's anisotropic noise, honestly accounted: weights from released "
+        "The digits demo with anisotropic noise (Xiang et al.), honestly accounted: weights from released "
         "gradients, clipping in the weighted norm, the same ε as isotropic DP-SGD.",
     ),
-    "Seed 004 Adult: exponential mechanism over stumps, ε = 1": Preset(
+    "Adult: exponential mechanism over decision stumps, ε = 1": Preset(
         {
             "dataset": "adult",
             "algorithm": "expmech_stumps",
@@ -170,7 +160,7 @@ PRESETS: dict[str, Preset] = {
         },
         "Dwork & Roth ch. 11: private PAC learning, one decision stump drawn by the exponential mechanism.",
     ),
-    "Seed 004 Adult: SQ logistic regression via Laplace, ε = 1": Preset(
+    "Adult: SQ logistic regression via Laplace noise, ε = 1": Preset(
         {
             "dataset": "adult",
             "algorithm": "sq_laplace",
@@ -182,7 +172,7 @@ PRESETS: dict[str, Preset] = {
         },
         "Dwork & Roth §11.1: gradient descent that sees the data only through Laplace-noised statistical queries.",
     ),
-    "Seed 004 Adult: private online learning (RWM), ε = 1": Preset(
+    "Adult: private online learning (RWM), ε = 1": Preset(
         {
             "dataset": "adult",
             "algorithm": "rwm_online",
@@ -193,7 +183,7 @@ PRESETS: dict[str, Preset] = {
         },
         "Dwork & Roth Thms 11.1–11.3: randomized weighted majority over stump experts, one round per example.",
     ),
-    "Seed 004 Adult: private linear learner, ε = 1": Preset(
+    "Adult: private linear learner, ε = 1": Preset(
         {
             "dataset": "adult",
             "algorithm": "rwm_linear",
@@ -232,7 +222,7 @@ class PresetError(ValueError):
 
 
 def form_values(spec: dict[str, Any]) -> dict[str, Any]:
-    """The widget values that describe `spec` (the inverse of `train_spec.raw_spec`)."""
+    """The widget values that describe `spec` (the inverse of `form_spec.raw_spec`)."""
     values = dict(FORM_DEFAULTS)
     plain = (
         "algorithm",

@@ -6,24 +6,13 @@ Only the keys that apply to the chosen algorithm and model go into the spec; the
 from collections.abc import Mapping
 from typing import Any
 
-from app.train.train_presets import PCA_DIMS, TARGET_MODE
+from app.train.presets import PCA_DIMS, TARGET_MODE
 from engine.training import DATASETS
 from engine.training.config.keys import CLIPPING_MODES, Algorithm
 from engine.training.datasets import DatasetInfo
 from engine.training.features.models import cnn_supports
 
-ALGORITHM_TITLES = {
-    "dpsgd": "DP-SGD",
-    "noisy_gd": "Noisy gradient descent",
-    "nonprivate": "Non-private baseline",
-    "aniso_dpsgd": "DP-SGD, anisotropic noise (seed 002)",
-    "expmech_stumps": "Exponential mechanism: stumps (seed 004)",
-    "sq_laplace": "SQ learning via Laplace (seed 004)",
-    "rwm_online": "Private online learning: RWM (seed 004)",
-    "rwm_linear": "Private linear learner (seed 004)",
-}
 ANISO_GRANULARITY_TITLES = {"layer": "one weight per layer", "coordinate": "one weight per coordinate"}
-MODEL_TITLES = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)", "cnn": "CNN (tanh)"}
 NOISE_TITLES = {"reproducible": "Reproducible (lab)", "release": "Release (OS randomness)"}
 NOISE_HELP = (
     "Reproducible: lots and noise come from streams derived from the whole spec, so the same spec trains to the same "
@@ -45,7 +34,7 @@ def private(algorithm: str) -> bool:
 
 
 def learner(algorithm: str) -> bool:
-    """A textbook learner (seed 004): a target ε, δ and its own few fields; no model, lots or clipping."""
+    """A textbook learner (Dwork & Roth ch. 11): a target ε, δ and its own few fields; no model, lots or clipping."""
     return Algorithm(algorithm).learner
 
 
@@ -155,11 +144,12 @@ ALGORITHM_CAPTIONS = {
     "dpsgd": "**DP-SGD** (Abadi et al. 2016): Poisson-sampled lots, per-example clipping and Gaussian noise. ε is "
     "tracked live by the RDP (moments) accountant; the finished run reports the tightest of RDP, PLD and the "
     "composition theorems.",
-    "noisy_gd": "**Noisy gradient descent** (Near & Abuah, seed 000): full-batch logistic regression; every step "
-    "adds Gaussian noise to the clipped gradient sum and divides by a Laplace-noised count. ε covers both.",
+    "noisy_gd": "**Noisy gradient descent** (Near & Abuah, *Programming Differential Privacy*): full-batch logistic "
+    "regression; every step adds Gaussian noise to the clipped gradient sum and divides by a Laplace-noised count. "
+    "ε covers both.",
     "nonprivate": "**Non-private baseline**: the same model and optimizer on shuffled batches, without clipping or "
     "noise (ε = ∞): the accuracy the private runs are compared with.",
-    "aniso_dpsgd": "**Anisotropic-noise DP-SGD** (seed 002, honestly accounted): each gradient is clipped in the "
+    "aniso_dpsgd": "**Anisotropic-noise DP-SGD** (Xiang et al., honestly accounted): each gradient is clipped in the "
     "weighted norm ‖W⁻¹g‖₂ ≤ C and gets noise N(0, σ²C²W²), more noise where the loss is insensitive. After the "
     "change of variables W⁻¹ it is DP-SGD at σ, so its ε is DP-SGD's; W comes from earlier released gradients only. "
     "With one layer (logistic regression) per-layer weights are all 1: choose per-coordinate weights (Advanced).",

@@ -6,7 +6,7 @@ import streamlit as st
 from app import services
 from app.common import charts
 from app.common.safe_text import literal
-from app.compare import compare_table
+from app.compare import frames
 from cache import RunRecord, StoreError
 
 MAX_LISTED = 2000
@@ -37,13 +37,13 @@ def notice() -> None:
 def select_runs(runs: list[RunRecord]) -> list[RunRecord]:
     """Filters, then the multiselect of the runs they let through; the chosen runs, in the order chosen."""
     by_id = {run.id: run for run in runs}
-    options = compare_table.filter_options(runs)
+    options = frames.filter_options(runs)
     chosen = {}
     for column, name in zip(st.columns(len(options)), options, strict=True):
         chosen[name] = column.multiselect(
             name, options[name], key=f"compare_filter_{name.lower()}", placeholder="all", help=FILTER_HELP[name]
         )
-    matching = compare_table.filter_runs(runs, chosen)
+    matching = frames.filter_runs(runs, chosen)
     if not matching:
         st.warning("No run matches these filters: remove a value from one of them.")
     before = st.session_state.get("compare_runs", [])
@@ -53,7 +53,7 @@ def select_runs(runs: list[RunRecord]) -> list[RunRecord]:
     selected = st.multiselect(
         "Runs to compare",
         list(dict.fromkeys([*(run.id for run in matching), *kept])),
-        format_func=lambda run_id: compare_table.run_label(by_id[run_id]),
+        format_func=lambda run_id: frames.run_label(by_id[run_id]),
         key="compare_runs",
         placeholder="choose runs",
         help="The runs to overlay and tabulate, newest first; each keeps its colour on every chart.",
@@ -80,7 +80,7 @@ def curves(runs: list[RunRecord]) -> None:
 
 
 def frontier(runs: list[RunRecord]) -> None:
-    points = compare_table.frontier_points(runs)
+    points = frames.frontier_points(runs)
     missing = len(runs) - len(points)
     if points.empty:
         st.info("None of the selected runs has a result with a finite ε yet, so there is no frontier to draw.")
@@ -97,16 +97,16 @@ def frontier(runs: list[RunRecord]) -> None:
 
 
 def table(runs: list[RunRecord]) -> None:
-    frame = compare_table.runs_table(runs)
+    frame = frames.comparison_table(runs)
     differ = st.toggle(
         "Only the columns that differ",
         key="compare_differ",
         help="Hide the settings and results that are the same for every selected run (the CSV keeps them all).",
     )
-    st.dataframe(compare_table.differing_columns(frame) if differ else frame, hide_index=True, width="stretch")
+    st.dataframe(frames.differing_columns(frame) if differ else frame, hide_index=True, width="stretch")
     st.download_button(
         "Download the table (CSV)",
-        data=compare_table.table_csv(frame),
+        data=frames.table_csv(frame),
         file_name="dplab-runs.csv",
         mime="text/csv",
         key="compare_csv",

@@ -1,7 +1,6 @@
 """A sweep's results as data frames: its progress, its runs, and the privacy–utility frontier
 (ε spent against test accuracy, aggregated over seeds per grid point). Pure functions."""
 
-import json
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -9,8 +8,9 @@ from typing import Any
 
 import pandas as pd
 
+from app.common.cells import table_cell
 from app.common.results import finite_epsilon
-from app.sweep.sweep_grid import label
+from app.sweep.grid import label
 from cache import RunRecord, RunStatus, SweepRecord
 
 SPREADS = {"minmax": "min–max over seeds", "std": "mean ± 1 std over seeds"}
@@ -31,12 +31,7 @@ def parameters(sweep: SweepRecord) -> list[str]:
 def series_values(sweep: SweepRecord, parameter: str) -> list[Any]:
     """A swept parameter's values in grid order, as they appear in the frontier's frames."""
     values = _grid(sweep).get(parameter, [])
-    return list(dict.fromkeys(_cell(value) for value in values)) if isinstance(values, list) else []
-
-
-def _cell(value: Any) -> Any:
-    """A grid value as a table cell: numbers and strings as they are, lists and objects as JSON."""
-    return value if value is None or isinstance(value, str | int | float | bool) else json.dumps(value)
+    return list(dict.fromkeys(table_cell(value) for value in values)) if isinstance(values, list) else []
 
 
 def progress(runs: Sequence[RunRecord]) -> Counter:
@@ -54,14 +49,14 @@ def progress_text(runs: Sequence[RunRecord]) -> str:
     return " · ".join(parts)
 
 
-def runs_table(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.DataFrame:
+def grid_table(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.DataFrame:
     """Every run of the sweep in grid order: its point, status, progress and result."""
     rows = []
     for run_id, point in zip(sweep.run_ids, sweep.points, strict=True):
         run = runs.get(run_id)
         result = (run.result or {}) if run else {}
         row: dict[str, Any] = {"run": run_id, "status": run.status.value if run else "deleted"}
-        row |= {label(key): _cell(value) for key, value in (point.items() if isinstance(point, dict) else ())}
+        row |= {label(key): table_cell(value) for key, value in (point.items() if isinstance(point, dict) else ())}
         row |= {
             "ε spent": finite_epsilon(run) if run else None,
             "test accuracy": result.get("test_accuracy"),
@@ -84,9 +79,9 @@ def finished_points(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.Dat
         if epsilon is None or not isinstance(accuracy, int | float) or not math.isfinite(accuracy):
             continue
         point = point if isinstance(point, dict) else {}
-        values = {key: _cell(point.get(key)) for key in parameters(sweep)}
+        values = {key: table_cell(point.get(key)) for key in parameters(sweep)}
         rows.append(
-            {**values, "seed": _cell(point.get("seed")), "run": run_id, "epsilon": epsilon, "accuracy": accuracy}
+            {**values, "seed": table_cell(point.get("seed")), "run": run_id, "epsilon": epsilon, "accuracy": accuracy}
         )
     return pd.DataFrame(rows, columns=columns)
 

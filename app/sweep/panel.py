@@ -8,16 +8,16 @@ import streamlit as st
 from app import services
 from app.common import charts
 from app.common.safe_text import literal
-from app.sweep.sweep_frontier import (
+from app.sweep.frontier import (
     finished_points,
     frontier,
+    grid_table,
     parameters,
     progress,
     progress_text,
-    runs_table,
     series_values,
 )
-from app.sweep.sweep_grid import label
+from app.sweep.grid import label
 from cache import RunRecord, RunStatus, SweepRecord
 
 POLL_SECONDS = 2
@@ -45,7 +45,7 @@ def stacks_text(runs: list[RunRecord]) -> str | None:
     )
 
 
-def sweep_panel(sweep_id: str, *, spread: str) -> None:
+def show(sweep_id: str, *, spread: str) -> None:
     sweep = services.get_sweep(sweep_id)
     if sweep is None:
         st.warning(f"Sweep {literal(sweep_id)} is not in the store (its runs were deleted).")
@@ -78,7 +78,7 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
         st.warning("No worker is running: queued runs wait until one starts (`python -m engine worker`).")
     by_id = {run.id: run for run in runs}
     _frontier(sweep, by_id, spread)
-    st.dataframe(runs_table(sweep, by_id), hide_index=True, width="stretch")
+    st.dataframe(grid_table(sweep, by_id), hide_index=True, width="stretch")
     active = [run.id for run in runs if run.status.active]
     if active and st.button(
         f"Cancel the {len(active)} unfinished runs",
