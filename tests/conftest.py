@@ -8,9 +8,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from cache import Store  # noqa: E402
+from cache import RunStatus, Store  # noqa: E402
 
-# Workers that tests start skip the warm-up (seconds each, on the test's clock); tests/test_warmup.py runs it.
+# Workers that tests start skip the warm-up (seconds each, on the test's clock);
+# tests/engine/jobs/workers/test_warmup.py runs it.
 os.environ.setdefault("DPLAB_WARMUP", "0")
 
 
@@ -74,3 +75,24 @@ def digits():
     from engine.training import load_dataset
 
     return load_dataset("digits")
+
+
+@pytest.fixture(scope="module")
+def trained_sweep(tmp_path_factory) -> Path:
+    """A store with two finished tiny runs (trained once for each module that uses it): `TINY_SWEEP` of
+    apptest_helpers, for the Sweep and Compare pages' tests (imported here: only the page tests load Streamlit)."""
+    from tests.apptest_helpers import train_tiny_sweep
+
+    path = tmp_path_factory.mktemp("trained") / "runs.sqlite3"
+    store = Store(path)
+    train_tiny_sweep(store)
+    assert [r.status for r in store.list_runs()] == [RunStatus.FINISHED] * 2
+    return path
+
+
+@pytest.fixture
+def trained_store(trained_sweep, home) -> Store:
+    """A copy of `trained_sweep` as the test's data home's store."""
+    from tests.apptest_helpers import copy_store
+
+    return copy_store(trained_sweep, home)

@@ -166,3 +166,26 @@ def test_cache_decorators_live_in_the_services():
         if not under(module_name(path), "app.services") and any(d in path.read_text() for d in CACHE_DECORATORS)
     ]
     assert not offenders, offenders
+
+
+TESTS = ROOT / "tests"
+MIRRORED = ("app", "engine", "cache", "bench")
+BROWSER_TESTS = TESTS / "app" / "browser"  # the real-browser tests of the pages: no source folder of their own
+
+
+def test_the_tests_mirror_the_source_tree():
+    """The tests of `engine/privacy/` are in `tests/engine/privacy/`: every test file lies in `tests/<path>` where
+    `<path>` is a folder of the repository under app/, engine/, cache/ or bench/ (or in tests/app/browser/); only
+    this file sits directly in tests/."""
+    offenders = []
+    for path in sorted(TESTS.rglob("test_*.py")):
+        folder = path.parent.relative_to(TESTS)
+        if path == TESTS / "test_architecture.py" or path.parent == BROWSER_TESTS:
+            continue
+        if not folder.parts:
+            offenders.append(f"{path.relative_to(ROOT)}: directly in tests/; move it to the folder of what it tests")
+        elif folder.parts[0] not in MIRRORED or not (ROOT / folder).is_dir():
+            offenders.append(
+                f"{path.relative_to(ROOT)}: {folder}/ is no folder of {', '.join(MIRRORED)} in the repository"
+            )
+    assert not offenders, offenders

@@ -1,7 +1,7 @@
 """The Train page's presets, as run specs, and the values its widgets offer.
 
 Each preset is the spec of a published or benchmarked setting, copied from `bench/utility_runs.py`
-(tests/test_app.py checks they still agree): the app does not import the benchmark package.
+(tests/app/train/test_train_page.py checks they still agree): the app does not import the benchmark package.
 """
 
 from dataclasses import dataclass

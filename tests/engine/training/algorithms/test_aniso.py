@@ -1,4 +1,4 @@
-"""Anisotropic DP-SGD (issue 7, seed 002): weighted clipping, noise N(0, σ²C²W²), weights from releases only.
+"""Anisotropic DP-SGD (Xiang et al.): weighted clipping, noise N(0, σ²C²W²), weights from releases only.
 
 Statistical tests use fixed seeds (reproducible) and thresholds with a stated false-failure rate: the
 probability that a correct implementation fails on a fresh seed (ALPHA per test).

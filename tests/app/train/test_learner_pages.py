@@ -1,6 +1,6 @@
-"""The textbook learners (seed 004) and anisotropic DP-SGD (seed 002) from the dashboard: chosen on the Train page,
-trained by a worker on a two-class CSV upload, charted (regret for the online learners), and each a point on the
-Compare page's privacy–utility frontier beside DP-SGD."""
+"""The textbook learners (Dwork & Roth ch. 11) and anisotropic DP-SGD (Xiang et al.) from the dashboard: chosen on
+the Train page, trained by a worker on a two-class CSV upload, charted (regret for the online learners), and each a
+point on the Compare page's privacy–utility frontier beside DP-SGD."""
 
 import json
 

@@ -18,8 +18,8 @@ from cache import Store
 from engine.jobs.sweep import submit_sweep
 from engine.jobs.workers.worker import Worker
 from tests import browser_helpers as helpers
+from tests.apptest_helpers import TINY_SWEEP
 from tests.helpers import free_port
-from tests.test_sweep_compare_pages import TINY_SWEEP
 
 TIMEOUT_MS = 30_000
 TRAIN_TIMEOUT_S = 90

@@ -22,8 +22,8 @@ from engine.jobs.queue import submit
 from engine.jobs.transfer import export_runs, import_runs, prepare_export
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
+from tests.cache.store.test_maintenance import cli_json, dump, make_run, run_cli
 from tests.helpers import edit_json, fast_spec, rezip, unzip
-from tests.test_maintenance import cli_json, dump, make_run, run_cli
 
 RUN_FIELDS = (
     "cache_key",

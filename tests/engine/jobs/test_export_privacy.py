@@ -1,4 +1,4 @@
-"""Exports carry released values only (issue 16): the diagnostics computed on private training data (lot loss,
+"""Exports carry released values only: the diagnostics computed on private training data (lot loss,
 accuracy and size, clip fraction, gradient-norm quantiles, regret, step timings), which no ε covers, travel only
 on an explicit opt-in that the archive's manifest records; archives written before the opt-in still import."""
 
@@ -21,8 +21,8 @@ from engine.jobs.disclosure import (
 )
 from engine.jobs.transfer import import_runs, prepare_export, summarize_archive
 from engine.training import StepRecord, TrainResult, parse_spec
+from tests.cache.store.test_maintenance import cli_json, result_for, run_cli
 from tests.helpers import edit_json, fast_spec, unzip
-from tests.test_maintenance import cli_json, result_for, run_cli
 
 STEPS = 4
 ACCOUNTANT_CURVES = ("epsilon_naive", "epsilon_advanced", "epsilon_zcdp", "epsilon_pld")

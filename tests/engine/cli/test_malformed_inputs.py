@@ -23,10 +23,10 @@ import pytest
 from cache import RunStatus, Store
 from engine.cli import main
 from engine.jobs.transfer import export_runs
+from tests.cache.store.test_maintenance import make_run
+from tests.engine.jobs.test_transfer import MALFORMED as MALFORMED_ARCHIVES
+from tests.engine.jobs.test_transfer import first_run, populated, rewrite_runs
 from tests.helpers import cli, fast_spec, rezip, unzip
-from tests.test_maintenance import make_run
-from tests.test_transfer import MALFORMED as MALFORMED_ARCHIVES
-from tests.test_transfer import first_run, populated, rewrite_runs
 
 HANG_BOUND_S = 60.0
 

@@ -1,4 +1,4 @@
-"""Values read from private data, on the pages (issue 16): the Runs page exports released values only unless the
+"""Values read from private data, on the pages: the Runs page exports released values only unless the
 user ticks the private diagnostics, and is warned before the archive is prepared; the Data page marks the classes
 and categories it suggests as read from the private file and withholds those fewer than 10 rows have."""
 
@@ -11,10 +11,11 @@ from cache import Store
 from engine.jobs.disclosure import PRIVATE_DIAGNOSTICS
 from engine.jobs.transfer import export_runs
 from engine.training.datasets import RARE_LEVEL_ROWS
-from tests.apptest_helpers import errors, open_page
+from tests.app.data.test_data_page import declare_bounds
+from tests.app.runs.test_runs_page import finished_run
+from tests.apptest_helpers import errors, open_page, upload
+from tests.engine.jobs.test_export_privacy import diagnosed_run
 from tests.helpers import synthetic_csv, unzip
-from tests.test_data_runs_pages import declare_bounds, finished_run, upload
-from tests.test_export_privacy import diagnosed_run
 
 
 def metric_names(data: bytes) -> set[str]:

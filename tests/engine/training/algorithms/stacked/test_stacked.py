@@ -2,7 +2,7 @@
 member, the stacked update rules equal torch.optim's, the lead member follows its separate run, every member
 draws its own noise stream (its separate run's) at the stated scale, lots are shared, cancels leave the
 stack, and the joint ledger is the sampled Gaussian at σ_joint. (Noise independence, release mode and the
-joint ε against dp-accounting: tests/test_noise_streams.py.)"""
+joint ε against dp-accounting: tests/engine/training/test_noise_streams.py.)"""
 
 import dataclasses
 import math

@@ -1,4 +1,4 @@
-"""The textbook private learners (seed 004, Dwork & Roth ch. 11) run exactly the mechanisms their ledgers charge.
+"""The textbook private learners (Dwork & Roth ch. 11) run exactly the mechanisms their ledgers charge.
 
 Statistical tests use fixed seeds, so they are deterministic; each states its false-failure rate: the probability
 that a correct implementation fails on a fresh seed (ALPHA unless said otherwise).

@@ -1,0 +1,165 @@
+"""The Compare page under Streamlit's AppTest: filters, widgets and tooltips, overlaid curves, the table and its
+CSV, imported runs, deleting runs."""
+
+import io
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.testing.v1 import AppTest
+
+from app.common.charts import run_color
+from app.common.safe_text import unescape
+from cache import RunStatus, Store
+from cache.archive.format import ArchivedRun
+from cache.store.archive_io import insert_runs
+from engine.jobs.queue import submit
+from engine.training import parse_spec
+from tests.apptest_helpers import figures, open_page, widgets
+from tests.helpers import fast_spec
+
+
+def test_compare_page_without_runs_explains_what_to_do(home):
+    at = open_page("compare")
+    assert at.title[0].value == "Compare runs"
+    assert any("No runs yet" in i.value for i in at.info)
+
+
+@pytest.fixture
+def downloads(monkeypatch) -> list[tuple[bytes, str | None]]:
+    """Every file the page offers for download, as (data, file name), in the order offered."""
+    offered: list[tuple[bytes, str | None]] = []
+    original = MemoryMediaFileStorage.load_and_get_id
+
+    def record(self, path_or_data, mimetype, kind, filename=None):
+        offered.append((path_or_data, filename))
+        return original(self, path_or_data, mimetype, kind, filename)
+
+    monkeypatch.setattr(MemoryMediaFileStorage, "load_and_get_id", record)
+    return offered
+
+
+def select_all(at: AppTest, store: Store) -> list[str]:
+    ids = [r.id for r in store.list_runs()]
+    at.multiselect(key="compare_runs").set_value(ids).run()
+    assert not at.exception, at.exception
+    return ids
+
+
+def test_compare_filters_overlays_and_tabulates_the_selected_runs(trained_store, downloads):
+    store = trained_store
+    at = open_page("compare")
+    filters = {w.key: w for w in at.multiselect}
+    assert {
+        "compare_filter_dataset",
+        "compare_filter_model",
+        "compare_filter_algorithm",
+        "compare_filter_status",
+        "compare_runs",
+    } <= set(filters)
+    assert filters["compare_filter_dataset"].options == ["digits"]
+    assert not [w.key for w in widgets(at) if not w.help]
+    assert any("Choose two or more runs" in i.value for i in at.info)
+
+    at.multiselect(key="compare_filter_status").set_value(["queued"]).run()
+    assert any("No run matches these filters" in w.value for w in at.warning)
+    assert at.multiselect(key="compare_runs").options == []
+    at.multiselect(key="compare_filter_status").set_value([]).run()
+    at.multiselect(key="compare_filter_model").set_value(["logreg"]).run()
+    ids = select_all(at, store)
+    assert {"compare_x", "compare_differ", "compare_csv", "compare_confirm_delete", "compare_delete"} <= {
+        w.key for w in widgets(at)
+    }
+    assert not [w.key for w in widgets(at) if not w.help], "every widget explains itself"
+    labels = at.multiselect(key="compare_runs").options
+    assert all(" · digits/logreg · ε " in label and " · acc 0." in label for label in labels)
+
+    accuracy, epsilon, frontier_fig = figures(at)
+    for figure in (accuracy, epsilon, frontier_fig):
+        assert [t["name"] for t in figure["data"]] == ids
+        assert [t.get("line", t.get("marker"))["color"] for t in figure["data"]] == [run_color(i) for i in ids]
+    assert all(len(t["x"]) > 2 for t in accuracy["data"] + epsilon["data"])
+    results = {r.id: r.result for r in store.list_runs()}
+    assert [t["x"][0] for t in frontier_fig["data"]] == [results[i]["epsilon"] for i in ids]
+
+    table = next(d.value for d in at.dataframe if "noise_multiplier" in d.value)
+    assert list(table["run"]) == ids
+    expected = {
+        "dataset",
+        "model",
+        "algorithm",
+        "lot_size",
+        "clip_norm",
+        "delta",
+        "lr",
+        "epochs",
+        "seed",
+        "epsilon",
+        "test_accuracy",
+        "accountant",
+        "epsilon_rdp",
+        "noise_multiplier_used",
+    }
+    assert expected <= set(table.columns)
+
+    at.toggle(key="compare_differ").set_value(True).run()
+    differing = next(d.value for d in at.dataframe if "run" in d.value)
+    assert {"run", "noise_multiplier", "epsilon", "test_accuracy"} <= set(differing.columns)
+    assert not {"dataset", "model", "lot_size"} & set(differing.columns)
+
+    at.download_button(key="compare_csv")  # present, with its help
+    csv = next(data for data, name in downloads if name == "dplab-runs.csv")
+    parsed = pd.read_csv(io.BytesIO(csv))
+    assert list(parsed["run"]) == ids
+    assert list(parsed["epsilon"]) == pytest.approx([results[i]["epsilon"] for i in ids])
+    assert sorted(parsed["noise_multiplier"]) == [1.0, 2.0]
+
+
+def test_delete_needs_a_confirmation_and_refuses_queued_runs(trained_store):
+    store = trained_store
+    queued = submit(store, parse_spec(fast_spec(epochs=1, seed=7))).run_id
+    first, second = (r.id for r in store.list_runs(statuses=[RunStatus.FINISHED]))
+    at = open_page("compare")
+    at.multiselect(key="compare_runs").set_value([first]).run()
+    assert at.button(key="compare_delete").disabled, "no delete before the confirmation"
+    at.checkbox(key="compare_confirm_delete").check().run()
+    assert not at.button(key="compare_delete").disabled
+    at.button(key="compare_delete").click().run()
+    assert not at.exception, at.exception
+    assert any(f"Deleted 1 run(s): {first}" in s.value for s in at.success)
+    assert {r.id for r in store.list_runs()} == {second, queued}
+    assert at.multiselect(key="compare_runs").value == []
+
+    at.multiselect(key="compare_runs").set_value([second, queued]).run()
+    assert any(f"cannot delete 1 active run(s): {queued} (queued)" in unescape(e.value) for e in at.error)
+    assert at.checkbox(key="compare_confirm_delete").disabled and at.button(key="compare_delete").disabled
+    assert {r.id for r in store.list_runs()} == {second, queued}
+
+
+def test_compare_marks_imported_runs_and_its_csv_neutralizes_formulas(trained_store, downloads):
+    store = trained_store
+    local = store.list_runs()[0]
+    formula = '=HYPERLINK("http://example.invalid/x","click")'
+    copy = replace(
+        ArchivedRun.from_record(local, store.events(local.id)),
+        id="imported-run",
+        error=formula,
+        cache_key="imported:test",
+    )
+    insert_runs(store, [copy])
+    at = open_page("compare")
+    ids = select_all(at, store)
+    labels = {label.split(" · ")[0]: label for label in at.multiselect(key="compare_runs").options}
+    assert set(labels) == set(ids)
+    assert labels["imported-run"].endswith(" · imported")
+    assert not any(label.endswith("imported") for run_id, label in labels.items() if run_id != "imported-run")
+    table = next(d.value for d in at.dataframe if "noise_multiplier" in d.value)
+    assert list(table.columns[:3]) == ["run", "status", "imported"]
+    assert dict(zip(table["run"], table["imported"], strict=True)) == {r: r == "imported-run" for r in ids}
+
+    at.download_button(key="compare_csv")
+    csv = next(data for data, name in downloads if name == "dplab-runs.csv")
+    parsed = pd.read_csv(io.BytesIO(csv)).set_index("run")
+    assert parsed.loc["imported-run", "error"] == "'" + formula  # a spreadsheet shows it as text
+    assert parsed.loc[local.id, "epsilon"] == pytest.approx(local.result["epsilon"])  # numbers stay numbers
