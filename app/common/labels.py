@@ -1,8 +1,13 @@
 """What the dashboard calls things: one name for each algorithm and model, and one label for a run, used by every
 page and panel."""
 
+import json
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
+from app import services
+from app.common.cells import table_cell
 from app.common.results import finite_epsilon
 from cache import RunRecord, RunStatus
 
@@ -38,7 +43,9 @@ def _number(value: Any, spec: str) -> str:
 def run_label(run: RunRecord) -> str:
     """How a run reads in a selection (plain text): id, data/model, ε spent and accuracy (or its status), and
     whether it was imported."""
-    base = f"{run.id} · {run.spec.get('dataset', '?')}/{run.spec.get('model', '?')}"
+    dataset = run.spec.get("dataset", "?")
+    shown = dataset_label(dataset) if isinstance(dataset, str) else dataset  # another shape: as it is
+    base = f"{run.id} · {shown}/{run.spec.get('model', '?')}"
     mark = IMPORTED_MARK if run.imported else ""
     result = run.result if isinstance(run.result, dict) else None
     if result is None:
@@ -48,3 +55,55 @@ def run_label(run: RunRecord) -> str:
     shown_epsilon = _number(finite_epsilon(run), ".2f") if private else "∞ (non-private)"
     status = "" if run.status is RunStatus.FINISHED else f" · {run.status.value}"
     return f"{base} · ε {shown_epsilon} · acc {_number(result.get('test_accuracy'), '.3f')}{status}{mark}"
+
+
+def dataset_label(dataset: Any) -> str:
+    """A spec's dataset as the user knows it (an upload by its own label); '?' for a value of another type."""
+    return services.dataset_name(dataset) if isinstance(dataset, str) else "?"
+
+
+SPEC_SYMBOLS = {  # how a spec key reads in a run's short label, in the order the label lists them
+    "dataset": "",
+    "model": "",
+    "algorithm": "",
+    "target_epsilon": "ε",
+    "noise_multiplier": "σ",
+    "delta": "δ",
+    "clip_norm": "C",
+    "lot_size": "L",
+    "epochs": "ep",
+    "lr": "lr",
+    "hidden": "hidden",
+    "pca_dims": "PCA",
+    "seed": "seed",
+}
+MAX_LABEL_PARTS = 4
+
+
+def spec_part(key: str, value: Any) -> str:
+    """One spec value in a run's short label: "ε 3", "L 64", "20 ep", "mnist", "noise release"."""
+    if key == "dataset":
+        return dataset_label(value)
+    if key == "algorithm" and isinstance(value, str):
+        return ALGORITHM_NAMES.get(value, value)
+    shown = f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool) else str(table_cell(value))
+    symbol = SPEC_SYMBOLS.get(key, key)
+    if key == "epochs":
+        return f"{shown} ep"
+    return f"{symbol} {shown}".strip()
+
+
+def short_labels(runs: Sequence[RunRecord]) -> dict[str, str]:
+    """A readable label per run from what sets it apart from the others ("ε 3 · L 64 · 20 ep"); runs that agree
+    on everything shown also carry their id. A run alone is labelled by its data, model and budget."""
+    keys = {key for run in runs for key in run.spec}
+    differing = [k for k in keys if len({json.dumps(run.spec.get(k), sort_keys=True, default=str) for run in runs}) > 1]
+    order = list(SPEC_SYMBOLS)
+    differing.sort(key=lambda k: (order.index(k) if k in order else len(order), k))
+    shown = differing[:MAX_LABEL_PARTS] or ["dataset", "model", "target_epsilon", "noise_multiplier"]
+    labels = {run.id: " · ".join(spec_part(k, run.spec[k]) for k in shown if k in run.spec) for run in runs}
+    counts = Counter(labels.values())
+    return {
+        run_id: label if label and counts[label] == 1 else " · ".join(filter(None, (label, run_id)))
+        for run_id, label in labels.items()
+    }

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app import services
 from app.common import charts, train_baseline
-from app.common.labels import ALGORITHM_NAMES
+from app.common.labels import ALGORITHM_NAMES, dataset_label
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
@@ -23,6 +23,10 @@ STATUS_BADGE = {
     RunStatus.FAILED: (":material/error:", "failed"),
     RunStatus.CANCELLED: (":material/cancel:", "cancelled"),
 }
+NONPRIVATE_NOTE = (
+    "A non-private run: no ε bounds what its model or its curves reveal about the training data; it is the reference "
+    "the private runs are measured against."
+)
 PRIVATE_NOTE = (
     "Training loss, accuracy on the lot, gradient norms and the fraction clipped are computed on the private "
     "training data (each step's lot): diagnostics for you, computed on private data and **not released**, so "
@@ -112,16 +116,18 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
     all in the run's colour."""
     spec, color = run.spec, charts.run_color(run.id)
     references = train_baseline.references(run)
-    figures = {"acc": charts.run_accuracy_figure(frame, color=color, total_steps=total, references=references)}
+    private = _private(spec)
+    accuracy = charts.run_accuracy_figure(frame, color=color, total_steps=total, references=references, private=private)
+    figures = {"acc": accuracy}
     algorithm = _algorithm(spec)
-    if _private(spec):  # ε by accountant
+    if private:  # ε by accountant
         figures["eps"] = charts.epsilon_figure(
             frame, total_steps=total, target_epsilon=_number_or_none(spec.get("target_epsilon")), color=color
         )
     if "regret" in frame:
         figures["regret"] = charts.regret_figure(frame, color=color, total_steps=total)
     elif "train_loss" in frame or algorithm not in LEARNER_MODELS:
-        figures["loss"] = charts.loss_figure(frame, total_steps=total, color=color)
+        figures["loss"] = charts.loss_figure(frame, total_steps=total, color=color, private=private)
     if algorithm in PER_EXAMPLE_GRADIENTS and spec.get("clipping") != "input":  # no per-example gradient
         schedule = spec.get("clip_schedule", {"kind": "constant"})
         constant_c = isinstance(schedule, dict) and schedule.get("kind") == "constant"
@@ -137,7 +143,7 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
         for column, (name, figure) in zip(st.columns(2), list(figures.items())[row : row + 2], strict=False):
             figure.update_layout(height=CHART_HEIGHT)
             column.plotly_chart(figure, key=f"{name}-{run.id}")
-    st.caption(PRIVATE_NOTE)
+    st.caption(PRIVATE_NOTE if private else NONPRIVATE_NOTE)
     train_baseline.offer(run, references)
 
 
@@ -179,7 +185,7 @@ def spec_caption(spec: dict) -> str:
     unexpected type shows as '?'."""
     dataset, model, algorithm = spec.get("dataset"), spec.get("model", "?"), _algorithm(spec)
     parts = [
-        dataset.split("/")[-1] if isinstance(dataset, str) else "?",
+        dataset_label(dataset),
         model if isinstance(model, str) else "?",
         ALGORITHM_NAMES.get(algorithm, algorithm) if algorithm is not None else "?",
     ]

@@ -1,5 +1,6 @@
-"""The non-private reference lines of a run's accuracy chart: a finished non-private run of the same dataset
-and model from the store, and scikit-learn's logistic regression, fitted only when asked for."""
+"""The reference lines of a run's accuracy chart: a finished non-private run of the same dataset and model from
+the store, the majority class's accuracy (the floor), and scikit-learn's logistic regression, fitted only when
+asked for."""
 
 import streamlit as st
 
@@ -30,6 +31,13 @@ def references(run: RunRecord) -> list[tuple[str, float]]:
     if spec.get("algorithm") != "nonprivate" and (baseline := services.nonprivate_baseline(spec)) is not None:
         found.append((baseline.label, baseline.test_accuracy))
     dataset = _dataset(run)
+    if dataset in DATASETS and not services.missing_dataset_files(dataset):  # public test labels: no ε needed
+        try:
+            floor = services.majority_class_accuracy(dataset, tuple(services.data_directories()))
+        except (DatasetError, OSError, ValueError):
+            pass  # the chart goes without the floor; training reports the dataset's own error
+        else:
+            found.append((floor.label, floor.test_accuracy))
     if dataset and st.session_state.get(_asked_key(dataset)):
         try:
             fitted = services.sklearn_baseline(dataset, tuple(services.data_directories()))
@@ -49,7 +57,9 @@ def offer(run: RunRecord, shown: list[tuple[str, float]]) -> None:
         return
     missing = services.missing_dataset_files(dataset)
     st.button(
-        "Compute the non-private baseline",
+        "Compute scikit-learn's baseline"
+        if run.spec.get("algorithm") == "nonprivate"
+        else "Compute the non-private baseline",
         key=f"baseline-{run.id}",
         on_click=_ask,
         args=(dataset,),

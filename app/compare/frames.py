@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from app.common.cells import table_cell
-from app.common.labels import run_label
+from app.common.labels import dataset_label, run_label
 from app.common.results import finite_epsilon
 from app.common.safe_text import csv_bytes, timestamp_text
 from cache import RunRecord, RunStatus
@@ -16,7 +16,7 @@ from engine.privacy import is_unbounded
 from engine.training.config.keys import ALL_KEYS
 
 FILTERS = {  # filter label → the run attribute it filters on
-    "Dataset": lambda run: str(run.spec.get("dataset", "?")),
+    "Dataset": lambda run: dataset_label(run.spec.get("dataset")),
     "Model": lambda run: str(run.spec.get("model", "?")),
     "Algorithm": lambda run: str(run.spec.get("algorithm", "?")),
     "Status": lambda run: run.status.value,
@@ -69,6 +69,7 @@ def comparison_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
         result = run.result if isinstance(run.result, dict) else {}
         row: dict[str, Any] = {"run": run.id, "status": run.status.value, "imported": run.imported}
         row |= {key: table_cell(run.spec.get(key)) for key in spec_keys if key in FIRST_SPEC_KEYS}
+        row["dataset"] = dataset_label(run.spec.get("dataset"))
         row |= {key: table_cell(result.get(key)) for key in HEADLINE}
         row |= {key: table_cell(run.spec.get(key)) for key in spec_keys if key not in FIRST_SPEC_KEYS}
         for key, value in result.items():

@@ -5,6 +5,7 @@ import streamlit as st
 
 from app import services
 from app.common import charts
+from app.common.labels import short_labels
 from app.common.safe_text import literal
 from app.compare import frames
 from cache import RunRecord, StoreError
@@ -70,9 +71,13 @@ def curves(runs: list[RunRecord]) -> None:
         horizontal=True,
         help="Epochs compare runs with different lot sizes fairly; steps show the updates actually taken.",
     )
-    frames = {run.id: services.metrics_frame(run.id) for run in runs}
-    accuracy = charts.runs_overlay_figure(frames, "test_accuracy", title="Test accuracy", y_title="accuracy", x=x)
-    epsilon = charts.runs_overlay_figure(frames, "epsilon", title="Cumulative ε spent (RDP)", y_title="ε", x=x)
+    curves, names = {run.id: services.metrics_frame(run.id) for run in runs}, short_labels(runs)
+    accuracy = charts.runs_overlay_figure(
+        curves, "test_accuracy", title="Test accuracy", y_title="accuracy", x=x, names=names
+    )
+    epsilon = charts.runs_overlay_figure(
+        curves, "epsilon", title="Cumulative ε spent (RDP)", y_title="ε", x=x, names=names
+    )
     left, right = st.columns(2)
     left.plotly_chart(accuracy, key="compare-accuracy", config=charts.png_config("compare-test-accuracy"))
     right.plotly_chart(epsilon, key="compare-epsilon", config=charts.png_config("compare-epsilon"))
@@ -86,7 +91,9 @@ def frontier(runs: list[RunRecord]) -> None:
         st.info("None of the selected runs has a result with a finite ε yet, so there is no frontier to draw.")
         return
     st.plotly_chart(
-        charts.runs_frontier_figure(points), key="compare-frontier", config=charts.png_config("compare-frontier")
+        charts.runs_frontier_figure(points, short_labels(runs)),
+        key="compare-frontier",
+        config=charts.png_config("compare-frontier"),
     )
     st.caption(
         "x: the ε each run spent (tightest accountant over the steps it took); y: its final test accuracy."

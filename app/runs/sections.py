@@ -9,7 +9,7 @@ import streamlit as st
 
 from app import services
 from app.common import run_panel
-from app.common.labels import run_label
+from app.common.labels import dataset_label, run_label
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus, StoreError
 
@@ -75,7 +75,7 @@ def queue() -> None:
             where = f"running on {literal(run.worker or '?')} · step {run.progress_step}/{run.total_steps or '?'}"
         else:
             where = f"#{position} in the queue · submitted {when(run.created_at)}"
-        data = literal(f"{run.spec.get('dataset', '?')}/{run.spec.get('model', '?')}")
+        data = literal(f"{dataset_label(run.spec.get('dataset'))}/{run.spec.get('model', '?')}")
         text.markdown(f"`{run.id}` · {data} · {where}")
         button.button(
             "Cancel",
@@ -124,7 +124,7 @@ def run_list() -> list[RunRecord]:
                 "run": r.id,
                 "status": r.status.value,
                 "created": when(r.created_at),
-                "dataset": r.spec.get("dataset", "?"),
+                "dataset": dataset_label(r.spec.get("dataset")),
                 "model": r.spec.get("model", "?"),
                 "target ε": r.spec.get("target_epsilon"),
                 "ε spent": (r.result or {}).get("epsilon"),

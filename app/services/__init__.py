@@ -8,6 +8,7 @@ functions behind the Data page's services. Nothing is defined here.
 from app.services.data import (
     TrainingDataset,
     dataset_catalog,
+    dataset_name,
     inspect_csv_upload,
     save_csv_upload,
     storage_bytes,
@@ -61,7 +62,9 @@ from app.services.sweep import (
 )
 from app.services.train import (
     PlanPreview,
+    canonical_spec,
     data_directories,
+    majority_class_accuracy,
     missing_dataset_files,
     nonprivate_baseline,
     preview_plan,
@@ -79,8 +82,10 @@ __all__ = [
     "builtin_dataset_sizes",
     "cancel_run",
     "cancel_runs",
+    "canonical_spec",
     "data_directories",
     "dataset_catalog",
+    "dataset_name",
     "delete_stored_runs",
     "export_run_archive",
     "get_run",
@@ -92,6 +97,7 @@ __all__ = [
     "latest_active_run",
     "launch_sweep",
     "list_sweeps",
+    "majority_class_accuracy",
     "metrics_frame",
     "missing_dataset_files",
     "nonprivate_baseline",

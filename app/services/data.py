@@ -13,7 +13,7 @@ from cache import data_home, datasets_dir
 from cache.store.maintenance import folder_bytes, store_bytes
 from engine.jobs.settings import default_data_dirs
 from engine.training import DATASETS, DatasetError, dataset_info
-from engine.training.datasets import DatasetInfo
+from engine.training.datasets import CSV_PREFIX, DatasetInfo
 
 
 def dataset_catalog() -> pd.DataFrame:
@@ -56,6 +56,20 @@ def training_datasets() -> dict[str, TrainingDataset]:
             continue  # a file removed or changed since it was saved: the Data page says so
         found[dataset] = TrainingDataset(label=label, info=info, schema=schema)
     return found
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def dataset_names() -> dict[str, str]:
+    """What each dataset a spec can name is called on screen: a registered one by its name, a CSV upload by the
+    label the user gave it (its path and hash never: they say nothing to a reader)."""
+    return {dataset: label for label, dataset, _ in uploaded_datasets()}
+
+
+def dataset_name(dataset: str) -> str:
+    """A spec's dataset as the user knows it: "digits", "adult", or an upload's own label."""
+    if not dataset.startswith(CSV_PREFIX):
+        return dataset
+    return dataset_names().get(dataset) or f"an uploaded CSV ({Path(dataset).stem[:8]}…, no longer saved)"
 
 
 def uploaded_datasets() -> list[tuple[str, str, dict]]:

@@ -38,6 +38,7 @@ class PlanPreview:
     calibrated_by: str | None = None  # the accountant σ was calibrated by (a target ε), None when σ was given
     pld_curve_steps: tuple[int, ...] = ()  # ε by PLD after each of these steps, when PLD calibrated σ
     pld_curve_epsilons: tuple[float, ...] = ()
+    canonical: str = ""  # the validated spec's canonical JSON: equal for two specs that train the same run
 
     @property
     def pld_epsilon(self) -> float | None:
@@ -54,7 +55,13 @@ def preview_plan(spec_json: str) -> PlanPreview:
         spec = parse_spec(json.loads(spec_json))
         plan = plan_spec(spec)
         if not plan.private:
-            return PlanPreview(steps=plan.steps, sampling_rate=plan.sampling_rate, n_train=plan.n_train, private=False)
+            return PlanPreview(
+                steps=plan.steps,
+                sampling_rate=plan.sampling_rate,
+                n_train=plan.n_train,
+                private=False,
+                canonical=spec.canonical_json(),
+            )
         grid = np.unique(np.linspace(0, plan.steps, PREVIEW_CURVE_POINTS).round().astype(np.int64))
         rdp = rdp_curve(plan.ledger(), delta=plan.delta, steps=grid)
         eps, order = rdp.final_epsilon, rdp.final_order
@@ -76,7 +83,17 @@ def preview_plan(spec_json: str) -> PlanPreview:
         calibrated_by=plan.calibrated_by,
         pld_curve_steps=tuple(map(int, by_pld.steps)) if by_pld else (),
         pld_curve_epsilons=tuple(map(float, by_pld.epsilons)) if by_pld else (),
+        canonical=spec.canonical_json(),
     )
+
+
+@st.cache_data(max_entries=64)
+def canonical_spec(spec_json: str) -> str | None:
+    """A stored run's spec as canonical JSON (what `PlanPreview.canonical` holds for the form), None if invalid."""
+    try:
+        return parse_spec(json.loads(spec_json)).canonical_json()
+    except (SpecError, DatasetError, ValueError):
+        return None
 
 
 def submit_spec(raw: dict) -> Submission:
@@ -137,3 +154,16 @@ def sklearn_baseline(dataset: str, data_dirs: tuple[str, ...]) -> Baseline:
 
     result = sklearn_logistic_regression(load_dataset(dataset, [Path(d) for d in data_dirs]))
     return Baseline(label="non-private scikit-learn logistic regression", test_accuracy=result.test_accuracy)
+
+
+@st.cache_data(show_spinner="Reading the test labels…", max_entries=16)
+def majority_class_accuracy(dataset: str, data_dirs: tuple[str, ...]) -> Baseline:
+    """The test accuracy of always answering the most common test label: the floor any model must beat. Read
+    from the public test split of a registered dataset (DatasetError if its files are missing)."""
+    from pathlib import Path
+
+    from engine.training.datasets import load_dataset
+
+    labels = np.asarray(load_dataset(dataset, [Path(d) for d in data_dirs]).y_test)
+    counts = np.unique(labels, return_counts=True)[1]
+    return Baseline(label="majority class", test_accuracy=float(counts.max() / counts.sum()))

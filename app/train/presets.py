@@ -7,8 +7,8 @@ Each preset is the spec of a published or benchmarked setting, copied from `benc
 from dataclasses import dataclass
 from typing import Any
 
-from app.common.choices import EPSILONS
 from engine.training.config.examples import digits_demo_spec
+from engine.training.config.keys import RANGES
 
 DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
 CLIP_NORMS = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0]
@@ -197,15 +197,10 @@ PRESETS: dict[str, Preset] = {
 }
 DEFAULT_PRESET = next(iter(PRESETS))
 
+# Fields typed as numbers: any value in the engine's range (`RANGES`).
+TYPED = ("target_epsilon", "noise_multiplier", "delta", "clip_norm", "lr", "lot_size", "epochs")
 # A spec value must be one a widget offers (select sliders only take their options).
 OPTIONS: dict[str, list] = {
-    "target_epsilon": EPSILONS,
-    "noise_multiplier": SIGMAS,
-    "delta": DELTAS,
-    "clip_norm": CLIP_NORMS,
-    "lr": LEARNING_RATES,
-    "lot_size": LOT_SIZES,
-    "epochs": EPOCHS,
     "hidden": HIDDEN_WIDTHS,
     "pca_dims": PCA_DIMS,
     "pca_noise": PCA_NOISES,
@@ -219,6 +214,19 @@ OPTIONS: dict[str, list] = {
 
 class PresetError(ValueError):
     """A spec holds a value the form cannot show."""
+
+
+SHOWN_ELSEWHERE = ("rounds", "hidden", "lr_schedule", "csv_schema")  # form fields read below, and the upload's schema
+NO_EFFECT = {"noise_schedule": {"kind": "constant"}, "clip_schedule": {"kind": "constant"}, "features": "pixels"}
+
+
+def same_kind(value: Any, default: Any) -> bool:
+    """A value of the type the form field holds: text for a choice, a number (not a bool) for a number."""
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int | float):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, type(default))
 
 
 def form_values(spec: dict[str, Any]) -> dict[str, Any]:
@@ -248,6 +256,11 @@ def form_values(spec: dict[str, Any]) -> dict[str, Any]:
         "aniso_max_ratio",
         "noise",
     )
+    if unknown := [k for k in spec if k not in (*plain, *SHOWN_ELSEWHERE) and spec[k] != NO_EFFECT.get(k, ...)]:
+        raise PresetError(f"{unknown[0]}: the form cannot show this key (set it in a spec file and use the CLI)")
+    for name in plain:
+        if name in spec and not same_kind(spec[name], FORM_DEFAULTS[name]):
+            raise PresetError(f"{name}: {spec[name]!r} is not a value the form can show")
     values |= {key: spec[key] for key in plain if key in spec}
     if "rounds" in spec:
         values["rounds"] = spec["rounds"]
@@ -266,4 +279,7 @@ def form_values(spec: dict[str, Any]) -> dict[str, Any]:
     for key, options in OPTIONS.items():
         if values[key] not in options:
             raise PresetError(f"{key}: {values[key]!r} is not among the form's values {options}")
+    for key in TYPED:
+        if problem := RANGES[key].problem(values[key]):
+            raise PresetError(f"{key} {problem}")
     return values

@@ -9,26 +9,30 @@ import streamlit as st
 from app import services
 from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
 from app.train import form_spec
-from app.train.form_state import apply_preset, choice, coerce, field_value, keep_values, key, slider
+from app.train.form_state import (
+    KEEP,
+    apply_preset,
+    choice,
+    coerce,
+    field_value,
+    keep_values,
+    key,
+    number,
+    preset_caption,
+    slider,
+)
 from app.train.presets import (
     ANISO_MAX_RATIOS,
     ANISO_SMOOTHINGS,
-    CLIP_NORMS,
     COUNT_EPSILONS,
-    DELTAS,
-    EPOCHS,
-    EPSILONS,
     FORM_DEFAULTS,
     HIDDEN_WIDTHS,
-    LEARNING_RATES,
-    LOT_SIZES,
     LR_SCHEDULES,
     OPTIMIZERS,
     PCA_NOISES,
     PRESETS,
     ROUNDS,
     SIGMA_MODE,
-    SIGMAS,
     TARGET_MODE,
     THRESHOLDS,
 )
@@ -76,17 +80,20 @@ def preset_picker() -> None:
         "Preset",
         list(PRESETS),
         key=key("preset"),
+        persist_state=KEEP,
         on_change=apply_preset,
         help="Fills every field below with a configuration known to work; each field can still be changed.",
     )
-    st.caption(PRESETS[field_value("preset")].source)
+    st.caption(preset_caption())
 
 
 def algorithm_picker() -> None:
+    coerce("algorithm", list(ALGORITHM_TITLES))
     st.selectbox(
         "Algorithm",
         list(ALGORITHM_TITLES),
         key=key("algorithm"),
+        persist_state=KEEP,
         format_func=ALGORITHM_TITLES.get,
         help="DP-SGD and noisy GD are private (clipping plus noise); the non-private baseline shows the "
         "accuracy that privacy costs.",
@@ -99,10 +106,13 @@ def dataset_picker() -> None:
     datasets = form_spec.datasets_for(algorithm, {name: found.info for name, found in available.items()})
     coerce("dataset", datasets)
     here = [d for d in datasets if not services.missing_dataset_files(d)]
+    options = here + [d for d in datasets if d not in here]  # what can train offline first
+    coerce("dataset", options)
     st.selectbox(
         "Dataset",
-        here + [d for d in datasets if d not in here],  # what can train offline first
+        options,
         key=key("dataset"),
+        persist_state=KEEP,
         format_func=_dataset_label,
         help="The private training data: a larger N gives more accuracy for the same ε. Digits is built in; "
         "CSV files saved on the Data page are listed too.",
@@ -135,12 +145,17 @@ def data_and_model() -> None:
     st.checkbox(
         "Project inputs with PCA" + (" (DP-PCA)" if form_spec.private(algorithm) else ""),
         key=key("use_pca"),
+        persist_state=KEEP,
         help="Fewer input dimensions make each gradient less noisy; privately fitted, it spends some ε up front.",
     )
     if field_value("use_pca"):
         coerce("pca_dims", dims)
         st.select_slider(
-            "PCA dimensions", dims, key=key("pca_dims"), help="Dimensions kept: fewer denoise more but lose detail."
+            "PCA dimensions",
+            dims,
+            key=key("pca_dims"),
+            persist_state=KEEP,
+            help="Dimensions kept: fewer denoise more but lose detail.",
         )
         if form_spec.private(algorithm):
             slider(
@@ -154,20 +169,22 @@ def data_and_model() -> None:
 def privacy() -> None:
     algorithm = field_value("algorithm")
     st.markdown("**Privacy**")
+    coerce("mode", [TARGET_MODE, SIGMA_MODE])
     st.radio(
         "Set privacy by",
         [TARGET_MODE, SIGMA_MODE],
         key=key("mode"),
+        persist_state=KEEP,
         horizontal=True,
         help="Either pick the ε you can afford (σ is calibrated to meet it) or pick σ and see the ε it gives.",
     )
     if field_value("mode") == TARGET_MODE:
-        slider(
+        number(
             "Target ε",
-            EPSILONS,
             "target_epsilon",
-            help="Privacy budget: a smaller ε is stronger privacy and needs more noise, so less accuracy. "
-            "Log scale, 0.1 to 10.",
+            step=0.1,
+            format="%g",
+            help="Privacy budget: a smaller ε is stronger privacy and needs more noise, so less accuracy.",
         )
         choice(
             st.radio,
@@ -180,24 +197,26 @@ def privacy() -> None:
             "noise, better accuracy; it takes a few seconds.",
         )
     else:
-        slider(
+        number(
             "Noise multiplier σ",
-            SIGMAS,
             "noise_multiplier",
+            step=0.1,
+            format="%g",
             help="Noise std divided by C: a larger σ gives more privacy (smaller ε) and noisier updates.",
         )
-    slider(
+    number(
         "δ",
-        DELTAS,
         "delta",
-        format_func=lambda d: f"{d:.0e}",
+        step=1e-6,
+        format="%.1e",
         help="Probability that the ε guarantee may fail: keep it well below 1/N; a smaller δ costs a little ε.",
     )
     choice(st.radio, "Noise", "noise", list(form_spec.NOISE_TITLES), form_spec.NOISE_TITLES, form_spec.NOISE_HELP)
-    slider(
+    number(
         "Clipping bound b" if algorithm == "noisy_gd" else "Clipping norm C",
-        CLIP_NORMS,
         "clip_norm",
+        step=0.1,
+        format="%g",
         help="Each example's gradient is scaled to L2 norm ≤ C, bounding one person's influence: a small C "
         "biases the gradient, a large C needs more noise.",
     )
@@ -213,29 +232,32 @@ def privacy() -> None:
 def training() -> None:
     st.markdown("**Training**")
     if field_value("algorithm") != "noisy_gd":
-        slider(
+        number(
             "Lot size L" if field_value("algorithm") in ("dpsgd", "aniso_dpsgd") else "Batch size",
-            LOT_SIZES,
             "lot_size",
+            step=16,
             help="Expected examples per step (each joins with probability L/N): larger lots average out the "
             "noise but spend more privacy per step.",
         )
-    slider(
+    number(
         "Epochs",
-        EPOCHS,
         "epochs",
+        step=1.0,
+        format="%g",
         help="Passes over the data: more steps can fit better, and every step spends ε.",
     )
-    slider(
+    number(
         "Learning rate",
-        LEARNING_RATES,
         "lr",
+        step=0.1,
+        format="%g",
         help="SGD step size: post-processing, so it changes accuracy but never ε.",
     )
     st.selectbox(
         "Learning-rate schedule",
         LR_SCHEDULES,
         key=key("lr_schedule"),
+        persist_state=KEEP,
         format_func={"constant": "Constant", "linear": "Linear decay"}.get,
         help="Decaying the step size lets noisy SGD settle; it costs no privacy.",
     )
@@ -247,6 +269,7 @@ def training() -> None:
             1.0,
             step=0.01,
             key=key("lr_end_factor"),
+            persist_state=KEEP,
             help="The final learning rate as a fraction of the first (Abadi et al.'s MNIST setting: 0.52).",
         )
         right.number_input(
@@ -255,6 +278,7 @@ def training() -> None:
             1000.0,
             step=1.0,
             key=key("lr_decay_epochs"),
+            persist_state=KEEP,
             help="Epochs over which the rate decays linearly, then stays.",
         )
     st.number_input(
@@ -262,6 +286,7 @@ def training() -> None:
         0,
         2**31 - 1,
         key=key("seed"),
+        persist_state=KEEP,
         help="Fixes the initialization; in the reproducible noise mode the whole spec fixes the lots and noise.",
     )
 
@@ -270,29 +295,33 @@ def learner_fields() -> None:
     """A textbook learner: its budget (target ε, δ) and its own few fields; no model, lots, clipping or σ."""
     algorithm = field_value("algorithm")
     st.markdown("**Privacy**")
-    slider(
+    number(
         "Target ε",
-        EPSILONS,
         "target_epsilon",
-        help="The budget the learner's mechanism spends (log scale, 0.1 to 10); every accountant then bounds "
+        step=0.1,
+        format="%g",
+        help="The budget the learner's mechanism spends ; every accountant then bounds "
         "what it did, and the run reports the tightest.",
     )
-    slider(
+    number(
         "δ",
-        DELTAS,
         "delta",
-        format_func=lambda d: f"{d:.0e}",
+        step=1e-6,
+        format="%.1e",
         help="Probability that the guarantee may fail: keep it well below 1/N; RWM's η depends on it.",
     )
     st.markdown("**Learner**")
     if algorithm == "sq_laplace":
-        slider(
+        number(
             "Iterations T",
-            EPOCHS,
             "epochs",
+            step=1.0,
+            format="%g",
             help="Full-batch steps, each asking d noisy queries: more iterations, more noise in each.",
         )
-        slider("Learning rate", LEARNING_RATES, "lr", help="Step size on the noisy gradient: post-processing, no ε.")
+        number(
+            "Learning rate", "lr", step=0.1, format="%g", help="Step size on the noisy gradient: post-processing, no ε."
+        )
     else:
         slider(
             "Thresholds per feature",
@@ -314,6 +343,7 @@ def learner_fields() -> None:
         0,
         2**31 - 1,
         key=key("seed"),
+        persist_state=KEEP,
         help="Fixes the mechanism's randomness: the same spec and seed give the same output.",
     )
 

@@ -7,10 +7,12 @@ import streamlit as st
 from app import services
 from app.common import run_panel
 from app.common.safe_text import literal
-from app.train import form_spec, plan_summary, spec_form
+from app.train import form_spec, plan_summary, shown_run, spec_form
+from app.train.form_state import LINK, link_spec
 from engine.training import SpecError
 
 raw_spec = spec_form.spec_form()
+st.query_params[LINK] = link_spec(raw_spec)  # a reload or a shared link opens this configuration
 st.title("Train a differentially private model" if raw_spec.get("delta") else "Train a non-private baseline")
 st.caption(form_spec.algorithm_caption(raw_spec["algorithm"]))
 plan_summary.dataset_note(raw_spec["dataset"])
@@ -29,14 +31,12 @@ if st.button(
     except SpecError as exc:
         st.error(f"Cannot train this configuration: {literal(exc)}")
     else:
-        st.query_params["run"] = submission.run_id
+        shown_run.remember(submission.run_id)
         st.session_state["from_cache"] = submission.run_id if submission.cached else None
 
-run_id = st.query_params.get("run")
-if run_id is None and (active := services.latest_active_run()) is not None:
-    run_id = active.id
-if run_id:
+if run_id := shown_run.shown_run_id():
     st.divider()
+    shown_run.configuration_note(run_id, preview)
     run_panel.run_panel(run_id, from_cache=st.session_state.get("from_cache") == run_id)
 else:
     st.info("Press **Train** to start a run; it trains in a background worker and plots here live.")

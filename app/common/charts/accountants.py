@@ -7,9 +7,10 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.common.charts.base import LIMIT_COLOR, RUN_COLOR, base_figure, hline, series
+from app.common.charts.base import BOTTOM_LEGEND, LIMIT_COLOR, RUN_COLOR, base_figure, hline, series
 from engine.privacy import UNBOUNDED_EPSILON, epsilon_text
 
+LOG_AXIS_RATIO = 10  # a bound this many times above the tight ones turns the ε axis logarithmic
 ACCOUNTANT_STYLES = {  # metric column → (legend label, dash)
     "epsilon": ("RDP (every step)", "solid"),
     "epsilon_pld": ("PLD", "dot"),
@@ -27,11 +28,13 @@ def epsilon_figure(
     target_epsilon: float | None = None,
     color: str | None = None,
 ) -> go.Figure:
-    """Cumulative ε by every accountant that applies. The y axis fits the tight ones (RDP, PLD, the
-    target); looser bounds may run off the top: each legend entry carries the accountant's latest ε. RDP, the
-    live line, is drawn in the run's `color`; the others in their accountant colours (as on the Plan page)."""
+    """Cumulative ε by every accountant that applies, the legend below the plot (each entry with the accountant's
+    latest ε). The y axis fits the tight ones (RDP, PLD, the target), or turns logarithmic when a looser bound
+    (the composition theorems) runs more than `LOG_AXIS_RATIO` times above them, so that every curve stays in
+    view. RDP, the live line, is drawn in the run's `color`; the others in their accountant colours (as on the
+    Plan page)."""
     fig = base_figure("Cumulative privacy loss ε by accountant", "ε", total_steps)
-    tight_max = 0.0
+    tight_max, low, high = 0.0, math.inf, 0.0
     for column, (label, dash) in ACCOUNTANT_STYLES.items():
         data = series(frame, column)
         if data.empty:
@@ -50,14 +53,17 @@ def epsilon_figure(
         )
         if column in ("epsilon", "epsilon_pld"):
             tight_max = max(tight_max, float(data[column].max()))
+        finite = data[column][(data[column] > 0) & (data[column] < UNBOUNDED_EPSILON)]
+        if len(finite):
+            low, high = min(low, float(finite.min())), max(high, float(finite.max()))
     if target_epsilon is not None:
-        hline(fig, target_epsilon, color=LIMIT_COLOR, text=f"target ε = {target_epsilon:g}")
+        hline(fig, target_epsilon, color=LIMIT_COLOR, text=f"target ε = {target_epsilon:g}", position="top left")
         tight_max = max(tight_max, target_epsilon)
-    if tight_max > 0:
+    if tight_max > 0 and high > LOG_AXIS_RATIO * tight_max:  # bounds far above the tight ones: a log axis shows all
+        fig.update_yaxes(type="log", range=[math.log10(low / 1.5), math.log10(high * 1.5)], title_text="ε (log scale)")
+    elif tight_max > 0:
         fig.update_yaxes(range=[0, tight_max * 1.15])
-    fig.update_layout(
-        showlegend=True, legend={"x": 0.01, "y": 0.99, "bgcolor": "rgba(128,128,128,0.12)", "font": {"size": 10}}
-    )
+    fig.update_layout(height=340, showlegend=True, legend=BOTTOM_LEGEND)
     return fig
 
 

@@ -2,6 +2,7 @@
 
 import hashlib
 import math
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -71,8 +72,9 @@ def series(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return frame[["step", column]].dropna()
 
 
-# Colours per run: the same run has the same colour on every page and chart (a stable hash of its
-# id into a ten-colour palette that reads on light and dark backgrounds).
+# Colours per run: twelve that stay apart from each other and read on light and dark backgrounds. A run alone
+# on a chart takes a stable hash of its id; runs side by side take the palette in order, so up to twelve of
+# them never share a colour.
 RUN_PALETTE = (
     "#4C78A8",
     "#F58518",
@@ -83,14 +85,35 @@ RUN_PALETTE = (
     "#B279A2",
     "#FF9DA6",
     "#9D755D",
-    "#79706E",
+    "#2F4B7C",
+    "#17BECF",
+    "#8C564B",
 )
 
 
 def run_color(run_id: str) -> str:
-    """The colour of a run on every chart of the dashboard."""
+    """The colour of a run shown alone (its run panel): a stable hash of its id into the palette."""
     digest = int(hashlib.sha256(run_id.encode()).hexdigest()[:8], 16)
     return RUN_PALETTE[digest % len(RUN_PALETTE)]
+
+
+def run_colors(run_ids: Sequence[str]) -> dict[str, str]:
+    """Colours for runs drawn together: the palette in order, distinct for up to `len(RUN_PALETTE)` runs."""
+    return {run_id: RUN_PALETTE[i % len(RUN_PALETTE)] for i, run_id in enumerate(dict.fromkeys(run_ids))}
+
+
+def reference_line(fig: go.Figure, y: float, *, name: str, x_end: float, color: str) -> None:
+    """A dashed horizontal reference named in the legend (not written over the plot, where curves run)."""
+    fig.add_trace(
+        go.Scatter(
+            x=[0, x_end],
+            y=[y, y],
+            mode="lines",
+            line={"color": color, "dash": "dash", "width": 1.5},
+            name=name,
+            hovertemplate=f"{name}<extra></extra>",
+        )
+    )
 
 
 def png_config(filename: str) -> dict:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.common.charts.base import RUN_PALETTE, run_color
+from app.common.charts.base import RUN_PALETTE, run_colors
 from app.common.safe_text import plotly_text
 
 # The Sweep and Compare pages: the privacy–utility frontier, and several runs overlaid (each in its run colour).
@@ -132,12 +132,21 @@ def sweep_frontier_figure(
 
 
 def runs_overlay_figure(
-    curves: Mapping[str, pd.DataFrame], column: str, *, title: str, y_title: str, x: str = "step"
+    curves: Mapping[str, pd.DataFrame],
+    column: str,
+    *,
+    title: str,
+    y_title: str,
+    x: str = "step",
+    names: Mapping[str, str] | None = None,
 ) -> go.Figure:
-    """One line per run (`curves`: run id → its metrics frame), each in its run colour; a run without
-    the `x` column (`epoch`) is drawn against steps."""
+    """One line per run (`curves`: run id → its metrics frame), each in its own colour and named by `names`
+    (run id → a readable label; the id when absent); a run without the `x` column (`epoch`) is drawn against
+    steps."""
     fig = go.Figure()
+    colors, names = run_colors(list(curves)), names or {}
     for run_id, frame in curves.items():
+        name = plotly_text(names.get(run_id, run_id))
         x_column = x if x in frame else "step"
         data = frame[[x_column, column]].dropna() if column in frame else pd.DataFrame({x_column: [], column: []})
         fig.add_trace(
@@ -145,28 +154,30 @@ def runs_overlay_figure(
                 x=data[x_column],
                 y=data[column],
                 mode="lines",
-                line={"color": run_color(run_id), "width": 2},
-                name=plotly_text(run_id),
-                hovertemplate=f"{plotly_text(run_id)}<br>{x_column} %{{x:.3g}} · %{{y:.3f}}<extra></extra>",
+                line={"color": colors[run_id], "width": 2},
+                name=name,
+                hovertemplate=f"{name} ({plotly_text(run_id)})<br>{x_column} %{{x:.3g}} · %{{y:.3f}}<extra></extra>",
             )
         )
     return _comparison_layout(fig, title, "epochs" if x == "epoch" else "step", y_title)
 
 
-def runs_frontier_figure(points: pd.DataFrame) -> go.Figure:
-    """Test accuracy against ε spent, one marker per run in its run colour (`points`: run, epsilon, accuracy, label)."""
+def runs_frontier_figure(points: pd.DataFrame, names: Mapping[str, str] | None = None) -> go.Figure:
+    """Test accuracy against ε spent, one marker per run in its own colour, labelled by `names` (run id → a
+    readable label; the id when absent) (`points`: run, epsilon, accuracy, label)."""
     fig = go.Figure()
+    colors, names = run_colors(list(points["run"])), names or {}
     for row in points.itertuples(index=False):
         fig.add_trace(
             go.Scatter(
                 x=[row.epsilon],
                 y=[row.accuracy],
                 mode="markers+text",
-                text=[plotly_text(row.run)],
+                text=[plotly_text(names.get(row.run, row.run))],
                 textposition="top center",
                 textfont={"size": 10},
-                marker={"color": run_color(row.run), "size": 12, "line": {"width": 1, "color": "white"}},
-                name=plotly_text(row.run),
+                marker={"color": colors[row.run], "size": 12, "line": {"width": 1, "color": "white"}},
+                name=plotly_text(names.get(row.run, row.run)),
                 hovertemplate=f"{plotly_text(row.label)}<extra></extra>",  # a label holds the run's dataset and model
             )
         )

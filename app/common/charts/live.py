@@ -13,6 +13,7 @@ from app.common.charts.base import (
     RUN_COLOR,
     base_figure,
     hline,
+    reference_line,
     rgba,
     series,
     thin,
@@ -21,10 +22,21 @@ from app.common.safe_text import plotly_text
 
 
 def loss_figure(
-    frame: pd.DataFrame, *, total_steps: int | None = None, smoothing: int = 20, color: str = RUN_COLOR
+    frame: pd.DataFrame,
+    *,
+    total_steps: int | None = None,
+    smoothing: int = 20,
+    color: str = RUN_COLOR,
+    private: bool = True,
 ) -> go.Figure:
+    """Training loss per step and smoothed; for a private run, labelled as what it is: computed on private data."""
     data = series(frame, "train_loss")
-    fig = base_figure("Training loss (private diagnostic)", "cross-entropy on the lot", total_steps)
+    title, axis = (
+        ("Training loss (private diagnostic)", "cross-entropy on the lot")
+        if private
+        else ("Training loss", "cross-entropy on the batch")
+    )
+    fig = base_figure(title, axis, total_steps)
     fig.add_trace(
         go.Scatter(
             x=data["step"],
@@ -55,9 +67,10 @@ def run_accuracy_figure(
     total_steps: int | None = None,
     references: Sequence[tuple[str, float]] = (),
     smoothing: int = 20,
+    private: bool = True,
 ) -> go.Figure:
-    """Test accuracy, accuracy on each step's lot (a private diagnostic, smoothed over `smoothing` steps)
-    and non-private reference accuracies as dashed horizontal lines."""
+    """Test accuracy, accuracy on each step's lot (for a private run a private diagnostic; smoothed over
+    `smoothing` steps) and non-private reference accuracies as dashed horizontal lines."""
     fig = base_figure("Accuracy", "accuracy", total_steps)
     lot = series(frame, "train_accuracy")
     if not lot.empty:
@@ -70,7 +83,9 @@ def run_accuracy_figure(
                 mode="lines",
                 opacity=0.8,
                 line={"color": color, "width": 1.5, "dash": "dot"},
-                name=f"on the lot, mean of {smoothing} steps (private, not released)",
+                name=f"on the lot, mean of {smoothing} steps (private, not released)"
+                if private
+                else f"on the batch, mean of {smoothing} steps",
             )
         )
     test = series(frame, "test_accuracy")
@@ -84,15 +99,9 @@ def run_accuracy_figure(
             name="test set",
         )
     )
+    x_end = total_steps or (float(frame["step"].max()) if "step" in frame and len(frame) else 1.0)
     for label, accuracy in references:
-        hline(
-            fig,
-            accuracy,
-            color=REFERENCE_COLOR,
-            text=f"{plotly_text(label)}: {accuracy:.3f}",
-            position="bottom left",
-            font_size=10,
-        )
+        reference_line(fig, accuracy, name=f"{plotly_text(label)}: {accuracy:.3f}", x_end=x_end, color=REFERENCE_COLOR)
     fig.update_yaxes(range=[0, 1.02])
     fig.update_layout(height=340, showlegend=True, legend=BOTTOM_LEGEND, margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig

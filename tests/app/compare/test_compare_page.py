@@ -9,7 +9,8 @@ import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
-from app.common.charts import run_color
+from app.common.charts import RUN_PALETTE
+from app.common.labels import short_labels
 from app.common.safe_text import unescape
 from cache import RunStatus, Store
 from cache.archive.format import ArchivedRun
@@ -76,9 +77,12 @@ def test_compare_filters_overlays_and_tabulates_the_selected_runs(trained_store,
     assert all(" · digits/logreg · ε " in label and " · acc 0." in label for label in labels)
 
     accuracy, epsilon, frontier_fig = figures(at)
+    names = short_labels([store.get_run(i) for i in ids])  # what sets each run apart, not its hex id
+    assert len(set(names.values())) == len(ids) and not any(i in names[i] for i in ids)
     for figure in (accuracy, epsilon, frontier_fig):
-        assert [t["name"] for t in figure["data"]] == ids
-        assert [t.get("line", t.get("marker"))["color"] for t in figure["data"]] == [run_color(i) for i in ids]
+        assert [t["name"] for t in figure["data"]] == [names[i] for i in ids]
+        colors = [t.get("line", t.get("marker"))["color"] for t in figure["data"]]
+        assert colors == list(RUN_PALETTE[: len(ids)])  # distinct, in the order of the selection
     assert all(len(t["x"]) > 2 for t in accuracy["data"] + epsilon["data"])
     results = {r.id: r.result for r in store.list_runs()}
     assert [t["x"][0] for t in frontier_fig["data"]] == [results[i]["epsilon"] for i in ids]

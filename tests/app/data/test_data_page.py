@@ -114,8 +114,8 @@ def test_a_saved_upload_is_offered_on_the_train_page_and_trains_with_its_schema(
     at.selectbox(key="train_dataset").set_value(saved.dataset).run()
     assert not at.exception, at.exception
     assert at.selectbox(key="train_model").options == ["Logistic regression", "MLP (one ReLU hidden layer)"]
-    at.select_slider(key="train_delta").set_value(1e-4).run()  # δ below 1/N = 1/150
-    at.select_slider(key="train_lot_size").set_value(32).run()
+    at.number_input(key="train_delta").set_value(1e-4).run()  # δ below 1/N = 1/150
+    at.number_input(key="train_lot_size").set_value(32).run()
     shown = {m.label: m.value for m in at.metric}
     assert shown["Sampling rate q"] == f"{32 / 150:.4f}"  # q = L/N on the upload's training split
     at.selectbox(key="train_algorithm").set_value("noisy_gd").run()  # two classes: noisy GD may train on it

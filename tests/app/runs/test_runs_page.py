@@ -140,7 +140,7 @@ def test_an_import_serves_from_the_cache_only_when_ticked_and_says_so(home, tmp_
 
     # Train the same configuration here: the imported run answers, and the banner says it was imported.
     at.switch_page("views/train.py").run()
-    at.select_slider(key="train_epochs").set_value(1).run()
+    at.number_input(key="train_epochs").set_value(1).run()
     at.button(key="train").click().run()
     assert not at.exception, at.exception
     store = Store(home / "runs.sqlite3")

@@ -33,7 +33,7 @@ def upload(home):
 def launch(at: AppTest, algorithm: str, dataset: str) -> None:
     at.selectbox(key="train_algorithm").set_value(algorithm).run()
     at.selectbox(key="train_dataset").set_value(dataset).run()
-    at.select_slider(key="train_delta").set_value(1e-4).run()
+    at.number_input(key="train_delta").set_value(1e-4).run()
     if algorithm in ("rwm_online", "rwm_linear"):
         at.select_slider(key="train_thresholds").set_value(8).run()
     at.button(key="train").click().run()
