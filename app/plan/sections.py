@@ -7,7 +7,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from app import services
-from app.common import charts
+from app.common import charts, handoff
 from app.common.choices import EPSILONS
 from engine.privacy import Panel
 
@@ -247,3 +247,26 @@ def privacy_statement(lines: tuple[str, ...]) -> None:
     st.subheader("Privacy statement")
     st.caption("What a run with these settings would report when it finishes.")
     st.markdown("\n".join(f"- {line}" for line in lines))
+
+
+def train_this_plan(settings: services.PlanSettings) -> None:
+    """A button that opens the Train page with this schedule (dataset, lots, epochs, δ, and ε or σ) in its form."""
+    dataset = st.session_state.get("plan_dataset")
+    if not st.button(
+        "Train this plan",
+        key="plan_train",
+        icon=":material/model_training:",
+        disabled=dataset == CUSTOM,
+        help="Open the Train page with this dataset, lot size, epochs, δ and ε (or σ) in its form; the model, C "
+        "and learning rate stay as they are there."
+        + (" Pick a built-in dataset first: a custom N has no data to train on." if dataset == CUSTOM else ""),
+    ):
+        return
+    n = settings.dataset_size
+    spec = {"dataset": dataset, "algorithm": "dpsgd", "epochs": settings.epochs, "delta": settings.delta}
+    spec["lot_size"] = settings.lot_size or max(1, round((settings.sampling_rate or 0.0) * n))
+    if settings.target_epsilon is not None:
+        spec["target_epsilon"] = settings.target_epsilon
+    else:
+        spec["noise_multiplier"] = settings.noise_multiplier
+    handoff.send(handoff.TRAIN, spec, "the Plan page")

@@ -16,6 +16,8 @@ from cache import RunRecord, RunStatus, StoreError
 QUEUE_ROWS = 20  # queued runs listed with a cancel button; the rest are counted
 TERMINAL = [RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED]
 
+LISTED = "runs_listed"  # the ids of the runs table's rows, in order, for a click on a row
+
 
 def when(seconds: float | None) -> str:
     return timestamp_text(seconds) if seconds else ""
@@ -137,12 +139,33 @@ def run_list() -> list[RunRecord]:
             for r in runs
         ]
     )
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.session_state[LISTED] = [r.id for r in runs]
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        key="runs_table",
+        on_select=_open_selected,
+        selection_mode="single-row",
+    )
+    st.caption("Click a row to open its run below; the address bar then names it, so the link opens it too.")
     return runs
 
 
+def _open_selected() -> None:
+    """The row clicked in the runs table opens its run (the selectbox below follows)."""
+    rows = st.session_state["runs_table"]["selection"]["rows"]
+    listed = st.session_state.get(LISTED, [])
+    if rows and rows[0] < len(listed):
+        st.session_state["open_run"] = listed[rows[0]]
+
+
 def opened_run(runs: list[RunRecord]) -> None:
-    """A run's charts and error (the run panel), then its status history."""
+    """A run's charts and error (the run panel), then its status history. The open run is kept in the URL
+    (`?run=`), and a link that names one opens it."""
+    linked = st.query_params.get("run")
+    if "open_run" not in st.session_state and linked in {r.id for r in runs}:
+        st.session_state["open_run"] = linked
     chosen = pick_runs(
         st.selectbox,
         "Open a run",
@@ -152,6 +175,7 @@ def opened_run(runs: list[RunRecord]) -> None:
     )
     if not chosen:
         return
+    st.query_params["run"] = chosen
     st.divider()
     run_panel.run_panel(chosen)
     history = services.run_history(chosen)

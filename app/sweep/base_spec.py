@@ -7,13 +7,16 @@ from typing import Any
 
 import streamlit as st
 
+from app.common import handoff
 from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
+from app.common.safe_text import literal
 from engine.training import DATASETS
 from engine.training.config.keys import Algorithm
 
 MODELS = {key: MODEL_TITLES[key] for key in ("logreg", "mlp")}  # the models a sweep base offers
 PRIVACY_BY = {"target_epsilon": "Target ε", "noise_multiplier": "Noise multiplier σ"}
-DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
+KEEP = "session"  # every value survives a page switch
+REALS = ("epochs", "lr", "clip_norm", "delta", "target_epsilon", "noise_multiplier")  # typed as floats
 
 
 def titled_choice(widget: Callable[..., Any], label: str, titles: Mapping[str, str], **options: Any) -> Any:
@@ -24,20 +27,32 @@ def titled_choice(widget: Callable[..., Any], label: str, titles: Mapping[str, s
 def base_form() -> dict[str, Any]:
     with st.sidebar:
         st.markdown("**Base configuration of the sweep**")
+        if incoming := handoff.receive(handoff.SWEEP):
+            origin = take(*incoming)
+            st.info(f"Base configuration from {literal(origin)}.", icon=":material/call_received:")
         st.caption("Every grid point starts from these values and changes only the swept parameters.")
         dataset = st.selectbox(
             "Dataset",
             list(DATASETS),
             format_func=lambda d: DATASETS[d].title,
             key="sweep_base_dataset",
+            persist_state=KEEP,
             help="The private training data of every run.",
         )
-        model = titled_choice(st.selectbox, "Model", MODELS, key="sweep_base_model", help="The model every run trains.")
+        model = titled_choice(
+            st.selectbox,
+            "Model",
+            MODELS,
+            key="sweep_base_model",
+            persist_state=KEEP,
+            help="The model every run trains.",
+        )
         algorithm = titled_choice(
             st.selectbox,
             "Algorithm",
             ALGORITHM_TITLES,
             key="sweep_base_algorithm",
+            persist_state=KEEP,
             help="DP-SGD with sampled lots, full-batch noisy GD, or a non-private baseline.",
         )
         if Algorithm(algorithm).learner:
@@ -101,11 +116,13 @@ def _learner_base(dataset: str, algorithm: str) -> dict[str, Any]:
         key="sweep_base_target_epsilon",
         help="The budget its mechanism spends.",
     )
-    raw["delta"] = st.select_slider(
+    raw["delta"] = _real(
         "δ",
-        DELTAS,
+        1e-12,
+        0.1,
         value=1e-6,
-        format_func=lambda d: f"{d:.0e}",
+        step=1e-6,
+        format="%.1e",
         key="sweep_base_delta",
         help="Keep it well below 1/N; RWM's learning rate depends on it.",
     )
@@ -123,15 +140,30 @@ def _learner_base(dataset: str, algorithm: str) -> dict[str, Any]:
 
 
 def _whole(label: str, low: int, high: int, *, value: int, key: str, help: str) -> int:
-    """A whole number from `low` to `high` (a count or a seed)."""
-    return int(st.number_input(label, low, high, value=value, key=key, help=help))
+    """A whole number from `low` to `high` (a count or a seed), starting at `value`."""
+    st.session_state.setdefault(key, value)
+    return int(st.number_input(label, low, high, key=key, persist_state=KEEP, help=help))
 
 
 def _real(
     label: str, low: float, high: float, *, value: float, step: float, key: str, help: str, format: str | None = None
 ) -> float:
-    """A real number from `low` to `high`, changed by `step` with the + and - buttons."""
-    return float(st.number_input(label, low, high, value=value, step=step, format=format, key=key, help=help))
+    """A real number from `low` to `high` starting at `value`, changed by `step` with the + and - buttons."""
+    st.session_state.setdefault(key, value)
+    return float(st.number_input(label, low, high, step=step, format=format, key=key, persist_state=KEEP, help=help))
+
+
+def take(spec: Mapping[str, Any], origin: str) -> str:
+    """Fill the base form from a run spec another page sent (its keys the form has); returns `origin`."""
+    offered = {"dataset": DATASETS, "model": MODELS, "algorithm": ALGORITHM_TITLES}  # choices the form has
+    for name in ("dataset", "model", "algorithm", "lot_size", "epochs", "lr", "seed", "clip_norm", "delta"):
+        if name in spec and (name not in offered or spec[name] in offered[name]):
+            st.session_state[f"sweep_base_{name}"] = float(spec[name]) if name in REALS else spec[name]
+    for name in PRIVACY_BY:
+        if name in spec:
+            st.session_state["sweep_base_privacy_by"] = name
+            st.session_state[f"sweep_base_{name}"] = float(spec[name])
+    return origin
 
 
 def _privacy() -> dict[str, Any]:
@@ -141,6 +173,7 @@ def _privacy() -> dict[str, Any]:
         PRIVACY_BY,
         horizontal=True,
         key="sweep_base_privacy_by",
+        persist_state=KEEP,
         help="Fix the ε to reach (σ is calibrated per run) or fix σ (ε follows); a swept one overrides.",
     )
     if by == "target_epsilon":
@@ -165,11 +198,13 @@ def _privacy() -> dict[str, Any]:
             key="sweep_base_noise_multiplier",
             help="Noise std divided by the clipping norm C.",
         )
-    delta = st.select_slider(
+    delta = _real(
         "δ",
-        DELTAS,
+        1e-12,
+        0.1,
         value=1e-5,
-        format_func=lambda d: f"{d:.0e}",
+        step=1e-6,
+        format="%.1e",
         key="sweep_base_delta",
         help="Probability that the ε guarantee may fail; keep it well below 1/N.",
     )

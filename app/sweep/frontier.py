@@ -49,17 +49,23 @@ def progress_text(runs: Sequence[RunRecord]) -> str:
     return " · ".join(parts)
 
 
-def grid_table(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.DataFrame:
-    """Every run of the sweep in grid order: its point, status, progress and result."""
-    rows = []
+def grid_table(
+    sweep: SweepRecord,
+    runs: Mapping[str, RunRecord],
+    live: Mapping[str, tuple[float | None, float | None]] | None = None,
+) -> pd.DataFrame:
+    """Every run of the sweep in grid order: its point, status, progress and result; a running run's ε and test
+    accuracy so far from `live` (run id → (ε by RDP after the steps taken, latest test accuracy))."""
+    rows, live = [], live or {}
     for run_id, point in zip(sweep.run_ids, sweep.points, strict=True):
         run = runs.get(run_id)
         result = (run.result or {}) if run else {}
+        epsilon_so_far, accuracy_so_far = live.get(run_id, (None, None))
         row: dict[str, Any] = {"run": run_id, "status": run.status.value if run else "deleted"}
         row |= {label(key): table_cell(value) for key, value in (point.items() if isinstance(point, dict) else ())}
         row |= {
-            "ε spent": finite_epsilon(run) if run else None,
-            "test accuracy": result.get("test_accuracy"),
+            "ε spent": (finite_epsilon(run) if run else None) if run_id not in live else epsilon_so_far,
+            "test accuracy": result.get("test_accuracy") if run_id not in live else accuracy_so_far,
             "steps": f"{run.progress_step}/{run.total_steps or '?'}" if run else "",
             "error": (run.error or "") if run else "",
         }
@@ -106,3 +112,26 @@ def frontier(points: pd.DataFrame, params: Sequence[str], *, spread: str = "minm
         std = out["std"].fillna(0.0)
         out["low"], out["high"] = out["accuracy"] - std, out["accuracy"] + std
     return out[columns].sort_values("epsilon", kind="stable").reset_index(drop=True)
+
+
+def latest_values(frame: pd.DataFrame) -> tuple[float | None, float | None]:
+    """A running run's ε so far (RDP, the live accountant) and its latest test accuracy, from its metrics."""
+
+    def last(column: str) -> float | None:
+        values = frame[column].dropna() if column in frame else pd.Series(dtype=float)
+        value = float(values.iloc[-1]) if len(values) else None
+        return value if value is not None and math.isfinite(value) else None
+
+    return last("epsilon"), last("test_accuracy")
+
+
+def eta_text(runs: Sequence[RunRecord], now: float) -> str | None:
+    """Steps done of the sweep's planned steps and the time left at the pace so far (None before any step)."""
+    planned = sum(run.total_steps or 0 for run in runs)
+    done = sum(min(run.progress_step, run.total_steps or 0) for run in runs if not run.status.active or run.started_at)
+    started = [run.started_at for run in runs if run.started_at]
+    if not planned or not done or not started:
+        return None
+    elapsed = max(now - min(started), 1e-9)
+    left = (planned - done) * elapsed / done
+    return f"{done:,} / {planned:,} steps · about {left:,.0f} s left at the pace so far"

@@ -1,6 +1,7 @@
 """The sweep panel: a sweep's progress, its privacy–utility frontier and its runs, polling the store
 while runs are queued or running (reads only: a refresh never waits on a worker)."""
 
+import time
 from collections import Counter
 
 import streamlit as st
@@ -9,9 +10,11 @@ from app import services
 from app.common import charts
 from app.common.safe_text import literal
 from app.sweep.frontier import (
+    eta_text,
     finished_points,
     frontier,
     grid_table,
+    latest_values,
     parameters,
     progress,
     progress_text,
@@ -72,13 +75,21 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
     counts = progress(runs)
     ended = counts[RunStatus.FINISHED] + counts[RunStatus.FAILED] + counts[RunStatus.CANCELLED]
     st.progress(ended / len(runs) if runs else 0.0, text=progress_text(runs))
+    if counts[RunStatus.RUNNING] and (eta := eta_text(runs, time.time())):
+        st.caption(eta)
     if note := stacks_text(runs):
         st.caption(note)
     if counts[RunStatus.QUEUED] and not any(w["healthy"] for w in services.worker_health()):
         st.warning("No worker is running: queued runs wait until one starts (`python -m engine worker`).")
     by_id = {run.id: run for run in runs}
     _frontier(sweep, by_id, spread)
-    st.dataframe(grid_table(sweep, by_id), hide_index=True, width="stretch")
+    live = {run.id: latest_values(services.metrics_frame(run.id)) for run in runs if run.status is RunStatus.RUNNING}
+    st.dataframe(grid_table(sweep, by_id, live), hide_index=True, width="stretch")
+    if live:
+        st.caption(
+            f"The {len(live)} running run(s) show their ε so far (RDP, after the steps taken) and latest test "
+            "accuracy; the frontier takes each run when it finishes."
+        )
     active = [run.id for run in runs if run.status.active]
     if active and st.button(
         f"Cancel the {len(active)} unfinished runs",

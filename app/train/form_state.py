@@ -13,9 +13,12 @@ from app.train.presets import (
     DEFAULT_PRESET,
     FORM_DEFAULTS,
     PRESETS,
+    SIGMA_MODE,
+    TARGET_MODE,
     TYPED,
     PresetError,
     form_values,
+    same_kind,
 )
 from engine.training.config.keys import RANGES
 
@@ -54,6 +57,17 @@ def restore(spec: Mapping[str, Any] | None, origin: str) -> None:
     for name, value in values.items():
         st.session_state[key(name)] = value
     st.session_state[ORIGIN] = (f"The configuration of {literal(origin)}.", values)
+
+
+def carry(spec: Mapping[str, Any], origin: str) -> None:
+    """Set the fields `spec` names (a schedule from the Plan page, say), keeping every other field as it is."""
+    state = st.session_state
+    for name, value in spec.items():
+        if name in FORM_DEFAULTS and same_kind(value, FORM_DEFAULTS[name]):
+            state[key(name)] = RANGES[name].convert(value) if name in TYPED else value
+    if "target_epsilon" in spec or "noise_multiplier" in spec:
+        state[key("mode")] = TARGET_MODE if "target_epsilon" in spec else SIGMA_MODE
+    state[ORIGIN] = (f"Carried from {literal(origin)}.", {name: field_value(name) for name in FORM_DEFAULTS})
 
 
 def initial_spec() -> tuple[Mapping[str, Any] | None, str]:

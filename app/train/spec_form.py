@@ -7,11 +7,13 @@ from typing import Any
 import streamlit as st
 
 from app import services
+from app.common import handoff
 from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
 from app.train import form_spec
 from app.train.form_state import (
     KEEP,
     apply_preset,
+    carry,
     choice,
     coerce,
     field_value,
@@ -57,6 +59,8 @@ def _chosen_dataset() -> services.TrainingDataset:
 def spec_form() -> dict[str, Any]:
     """The sidebar form; returns the raw spec it describes (validated later, by the engine)."""
     keep_values()
+    if incoming := handoff.receive(handoff.TRAIN):  # "Train this plan" on the Plan page
+        carry(*incoming)
     with st.sidebar:
         preset_picker()
         algorithm_picker()

@@ -21,6 +21,7 @@ if plan.error:
     st.stop()
 
 tightest_slot = sections.headline(plan)
+sections.train_this_plan(settings)
 warnings_box = st.container()
 if plan.calibrated and st.toggle(
     "Also calibrate σ by PLD",
