@@ -1,13 +1,14 @@
 """The run panel: a run's status, progress with ETA and cancel, headline numbers and live charts (accuracy with
 its non-private references, ε by accountant, training loss and the private diagnostics), polling the store."""
 
+from functools import partial
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from app import services
-from app.common import charts, handoff, train_baseline
+from app.common import charts, handoff, report, train_baseline
 from app.common.labels import ALGORITHM_NAMES, dataset_label
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
@@ -268,10 +269,25 @@ def _privacy_details(run: RunRecord) -> None:
     statement = result.get("privacy_statement")
     lines = statement.splitlines() if isinstance(statement, str) else []
     with st.expander("Privacy statement and every accountant", expanded=run.status is RunStatus.FINISHED):
-        left, right = st.columns([2, 3])
-        left.dataframe(table, hide_index=True, width="stretch")
+        st.dataframe(  # full width: the references are long
+            table,
+            hide_index=True,
+            width="stretch",
+            column_config={"reference": st.column_config.TextColumn(width="large")},
+        )
         if lines:  # the result's own text (an imported run's is the archive's): shown literally
-            right.markdown("\n".join(f"- {literal(line)}" for line in lines))
+            st.markdown("\n".join(f"- {literal(line)}" for line in lines))
+        st.download_button(
+            "Download a report (HTML)",
+            data=partial(report.run_report, run, services.metrics_frame(run.id), table),  # built on the click
+            file_name=f"dplab-run-{run.id}.html",
+            mime="text/html",
+            key=f"report-{run.id}",
+            icon=":material/description:",
+            help="One self-contained page to send a colleague: the configuration, the privacy statement, every "
+            "accountant's ε, the test-accuracy and ε charts and the results. Released values only: nothing "
+            "computed on the private training data.",
+        )
 
 
 JOINT_BOUND_SINCE = (0, 4)  # engines before 0.4.0 drew the noise of stack members that shared a seed from one stream

@@ -3,11 +3,13 @@ while runs are queued or running (reads only: a refresh never waits on a worker)
 
 import time
 from collections import Counter
+from functools import partial
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from app import services
-from app.common import charts
+from app.common import charts, report
 from app.common.safe_text import literal
 from app.sweep.frontier import (
     eta_text,
@@ -82,14 +84,25 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
     if counts[RunStatus.QUEUED] and not any(w["healthy"] for w in services.worker_health()):
         st.warning("No worker is running: queued runs wait until one starts (`python -m engine worker`).")
     by_id = {run.id: run for run in runs}
-    _frontier(sweep, by_id, spread)
+    figure = _frontier(sweep, by_id, spread)
     live = {run.id: latest_values(services.metrics_frame(run.id)) for run in runs if run.status is RunStatus.RUNNING}
-    st.dataframe(grid_table(sweep, by_id, live), hide_index=True, width="stretch")
+    table = grid_table(sweep, by_id, live)
+    st.dataframe(table, hide_index=True, width="stretch")
     if live:
         st.caption(
             f"The {len(live)} running run(s) show their ε so far (RDP, after the steps taken) and latest test "
             "accuracy; the frontier takes each run when it finishes."
         )
+    st.download_button(
+        "Download a report (HTML)",
+        data=partial(report.sweep_report, sweep, table, figure),  # built on the click
+        file_name=f"dplab-sweep-{sweep.id}.html",
+        mime="text/html",
+        key=f"sweep-report-{sweep.id}",
+        icon=":material/description:",
+        help="One self-contained page: the grid, the frontier and every run's point, status and result "
+        "(released values only).",
+    )
     active = [run.id for run in runs if run.status.active]
     if active and st.button(
         f"Cancel the {len(active)} unfinished runs",
@@ -100,7 +113,8 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
             services.cancel_run(run_id)
 
 
-def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> None:
+def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> go.Figure | None:
+    """The frontier of the finished runs (returned for the report), or a note saying why there is none yet."""
     params = parameters(sweep)
     points = finished_points(sweep, runs)
     finished = sum(run.status is RunStatus.FINISHED for run in runs.values())
@@ -112,10 +126,10 @@ def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> No
                 f"No finished run yet: the frontier appears here as runs finish (it refreshes every "
                 f"{POLL_SECONDS} s while the sweep trains)."
             )
-        return
+        return None
     if not params:  # a sweep made elsewhere whose grid names nothing this page can draw along
         st.info("This sweep's grid names no parameter to draw the frontier along; its runs are listed below.")
-        return
+        return None
     summary = frontier(points, params, spread=spread)
     second = params[1] if len(params) > 1 else None
     series = series_values(sweep, second) if second else []
@@ -127,3 +141,4 @@ def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> No
     if finished > len(points):
         note += f" {finished - len(points)} finished run(s) without a finite ε are not shown."
     st.caption(note + " Download the chart as PNG with the camera icon of its toolbar.")
+    return figure
