@@ -140,7 +140,7 @@ def run_list() -> list[RunRecord]:
         ]
     )
     st.session_state[LISTED] = [r.id for r in runs]
-    st.dataframe(
+    st.container(key="runs-list").dataframe(
         table,
         hide_index=True,
         width="stretch",

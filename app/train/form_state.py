@@ -92,7 +92,7 @@ def spec_from_link(text: str) -> dict[str, Any] | None:
 
 def link_spec(raw: Mapping[str, Any]) -> str:
     """The raw spec as the `?config=` parameter (compact JSON; an upload's schema stays with the upload)."""
-    return json.dumps({k: v for k, v in raw.items() if k != "csv_schema"}, separators=(",", ":"))
+    return json.dumps({k: v for k, v in raw.items() if k not in ("schema", "data_sha256")}, separators=(",", ":"))
 
 
 def preset_caption() -> str:

@@ -216,7 +216,7 @@ class PresetError(ValueError):
     """A spec holds a value the form cannot show."""
 
 
-SHOWN_ELSEWHERE = ("rounds", "hidden", "lr_schedule", "csv_schema")  # form fields read below, and the upload's schema
+SHOWN_ELSEWHERE = ("rounds", "hidden", "lr_schedule", "schema", "data_sha256")  # read below, or the upload's own
 NO_EFFECT = {"noise_schedule": {"kind": "constant"}, "clip_schedule": {"kind": "constant"}, "features": "pixels"}
 
 

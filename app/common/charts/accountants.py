@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from app.common.charts.base import BOTTOM_LEGEND, LIMIT_COLOR, RUN_COLOR, base_figure, hline, series
 from engine.privacy import UNBOUNDED_EPSILON, epsilon_text
 
+LOG_TICKS = [m * 10.0**e for e in range(-4, 5) for m in (1, 2, 5)]  # 1e-4, 2e-4, 5e-4, …, 5e4
 LOG_AXIS_RATIO = 10  # a bound this many times above the tight ones turns the ε axis logarithmic
 ACCOUNTANT_STYLES = {  # metric column → (legend label, dash)
     "epsilon": ("RDP (every step)", "solid"),
@@ -60,7 +61,14 @@ def epsilon_figure(
         hline(fig, target_epsilon, color=LIMIT_COLOR, text=f"target ε = {target_epsilon:g}", position="top left")
         tight_max = max(tight_max, target_epsilon)
     if tight_max > 0 and high > LOG_AXIS_RATIO * tight_max:  # bounds far above the tight ones: a log axis shows all
-        fig.update_yaxes(type="log", range=[math.log10(low / 1.5), math.log10(high * 1.5)], title_text="ε (log scale)")
+        ticks = [t for t in LOG_TICKS if low / 1.5 <= t <= high * 1.5]
+        fig.update_yaxes(
+            type="log",
+            range=[math.log10(low / 1.5), math.log10(high * 1.5)],
+            title_text="ε (log scale)",
+            tickvals=ticks,
+            ticktext=[f"{t:g}" for t in ticks],
+        )
     elif tight_max > 0:
         fig.update_yaxes(range=[0, tight_max * 1.15])
     fig.update_layout(height=340, showlegend=True, legend=BOTTOM_LEGEND)

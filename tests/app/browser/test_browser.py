@@ -26,7 +26,7 @@ EPSILON_TITLE = "Cumulative privacy loss"
 ACCURACY_TITLE = "Accuracy"
 DIAGNOSTICS_TITLE = "Private diagnostics"
 EXPECTED_TITLES = ["Planned ε over the run", ACCURACY_TITLE, EPSILON_TITLE, "Training loss", DIAGNOSTICS_TITLE]
-LONG_EPOCHS = 400  # the slider's end: 9,000 digits steps, far more than the test watches before it cancels
+LONG_EPOCHS = 400  # typed into the form: 9,000 digits steps, far more than the test watches before it cancels
 
 # The charts a user can see, each as {title, traces: {name: points}}, read from the Plotly graph divs
 # (`data[i].x`: an array, or as Streamlit sends numbers, {dtype: 'f8', bdata: base64} with 8-byte elements).
@@ -120,8 +120,9 @@ def test_train_in_browser_charts_gain_points_while_training(tmp_path: Path, arti
         try:
             page.goto(helpers.dashboard_url(port), wait_until="domcontentloaded", timeout=TIMEOUT_MS)
             page.get_by_text("Train a differentially private model").wait_for(timeout=TIMEOUT_MS)
-            page.get_by_role("slider", name="Epochs").focus()
-            page.keyboard.press("End")
+            epochs = page.get_by_role("spinbutton", name="Epochs")  # a typed number
+            epochs.fill(str(LONG_EPOCHS))
+            epochs.press("Enter")
             steps = steps_for(epochs=LONG_EPOCHS, n_train=DATASETS["digits"].n_train, lot_size=64)
             page.get_by_text(f"{steps:,}", exact=True).wait_for(timeout=TIMEOUT_MS)  # the plan followed
             page.get_by_role("button", name="Train", exact=True).click(timeout=TIMEOUT_MS)
