@@ -12,6 +12,12 @@ if str(ROOT) not in sys.path:  # `streamlit run app/main.py` puts only app/ on t
 # An emoji favicon is drawn locally; a :material/…: one is fetched from fonts.gstatic.com on every page load.
 st.set_page_config(page_title="DP lab", page_icon="🔒", layout="wide")
 
+# Metric labels wrap instead of being cut ("Noise mult…") where a column is narrow (an 800 px window).
+st.html(
+    "<style>[data-testid='stMetricLabel'], [data-testid='stMetricLabel'] * "
+    "{white-space: normal !important; overflow: visible !important; text-overflow: clip !important;}</style>"
+)
+
 pages = [
     st.Page("views/plan.py", title="Plan", icon=":material/calculate:"),
     st.Page("views/train.py", title="Train", icon=":material/model_training:", default=True),

@@ -77,7 +77,7 @@ SPEC_SYMBOLS = {  # how a spec key reads in a run's short label, in the order th
     "pca_dims": "PCA",
     "seed": "seed",
 }
-MAX_LABEL_PARTS = 4
+MAX_LABEL_PARTS = 6
 
 
 def spec_part(key: str, value: Any) -> str:

@@ -21,6 +21,7 @@ from app.services.uploads import (
     ROLES,
     ColumnChoice,
     Inspection,
+    SavedUpload,
     Suggestion,
     UploadError,
     build_schema,
@@ -67,7 +68,7 @@ LEVELS_WARNING = (
 def upload_form() -> None:
     """The uploader, and for a usable file the preview and schema editor; saving keeps the file and schema."""
     upload = st.file_uploader(
-        f"CSV file (UTF-8 with a header row, at most {MAX_CSV_BYTES / 1e6:,.0f} MB)",
+        f"CSV file (UTF-8 with a header row, at most {MAX_CSV_BYTES / 2**20:,.0f} MB)",  # MiB, as Streamlit says
         type=["csv"],
         key="data_upload",
         max_upload_size=UPLOAD_LIMIT_MB,
@@ -248,3 +249,43 @@ def _save(file_name: str, data: bytes, raw: dict[str, Any], label: str) -> None:
         return
     st.session_state["data_saved"] = {"label": saved.label, "spec": saved.spec_fields()}
     st.rerun()  # the datasets table above lists it now
+
+
+def saved_uploads() -> None:
+    """The saved uploads, each deletable (after a confirmation); runs trained on one keep their records."""
+    saved = services.saved_uploads()
+    if not saved:
+        return
+    with st.expander(f"Your saved uploads ({len(saved)})"):
+        st.dataframe(
+            [
+                {"name": u.label, "file": u.file_name, "rows": u.n_train + u.n_test, "size": services.size_text(u.size)}
+                for u in saved
+            ],
+            hide_index=True,
+            width="stretch",
+        )
+        by_sidecar = {str(u.sidecar): u for u in saved}
+        chosen = st.selectbox(
+            "Upload to delete",
+            list(by_sidecar),
+            format_func=lambda s: by_sidecar[s].label,
+            key="data_delete_choice",
+            help="The saved file and its schema; runs trained on it keep their records and results.",
+        )
+        sure = st.checkbox(
+            "Yes, delete it", key="data_delete_confirm", help="Deleting cannot be undone: upload the file again."
+        )
+        st.button(
+            "Delete upload",
+            key="data_delete",
+            disabled=not sure,
+            on_click=_delete,
+            args=(by_sidecar[chosen],),
+            help="Delete the chosen upload now.",
+        )
+
+
+def _delete(upload: SavedUpload) -> None:
+    services.delete_saved_upload(upload)
+    st.session_state["data_delete_confirm"] = False

@@ -5,12 +5,15 @@ Pages call `services.<function>`; each function lives in the module of its page 
 functions behind the Data page's services. Nothing is defined here.
 """
 
+from app.services.catalog import size_text
 from app.services.data import (
     TrainingDataset,
     dataset_catalog,
     dataset_name,
+    delete_saved_upload,
     inspect_csv_upload,
     save_csv_upload,
+    saved_uploads,
     storage_bytes,
     suggest_csv_schema,
     training_datasets,
@@ -86,6 +89,7 @@ __all__ = [
     "data_directories",
     "dataset_catalog",
     "dataset_name",
+    "delete_saved_upload",
     "delete_stored_runs",
     "export_run_archive",
     "get_run",
@@ -118,6 +122,8 @@ __all__ = [
     "run_history",
     "runs_with_status",
     "save_csv_upload",
+    "saved_uploads",
+    "size_text",
     "sklearn_baseline",
     "storage_bytes",
     "submit_spec",

@@ -65,7 +65,8 @@ def availability(name: str, data_dirs: Sequence[Path]) -> Availability:
 
 
 def catalog_rows(data_dirs: Sequence[Path], uploads: Sequence[SavedUpload]) -> list[dict[str, Any]]:
-    """One row per registered dataset, then one per saved upload (`dataset` is what a spec names)."""
+    """One row per registered dataset (`dataset` is what a spec names), then one per saved upload (named by its label:
+    its file path says nothing to a reader)."""
     rows = []
     for info in DATASETS.values():
         here = availability(info.name, data_dirs)
@@ -82,7 +83,7 @@ def catalog_rows(data_dirs: Sequence[Path], uploads: Sequence[SavedUpload]) -> l
     for upload in uploads:
         sizes = (upload.n_train, upload.n_test, upload.n_features, upload.n_classes)
         description = f"{upload.file_name}: predict {upload.schema.get('target')!r}"
-        rows.append(_row(upload.label, upload.dataset, sizes, UPLOADED, upload.size, description))
+        rows.append(_row(upload.label, "your upload", sizes, UPLOADED, upload.size, description))  # not its path
     return rows
 
 
@@ -98,6 +99,16 @@ def _row(
         "features": features,
         "classes": classes,
         "available": available,
-        "MB on disk": None if size is None else round(size / 1e6, 2),
+        "on disk": size_text(size),
         "description": description,
     }
+
+
+def size_text(size: float | None) -> str:
+    """Bytes as a reader counts them: "5.9 KB", "12.3 MB", "1.20 GB"; "–" when unknown."""
+    if size is None:
+        return "–"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:,.{2 if unit == 'GB' else 1}f} {unit}"
+    return f"{size:,.0f} B"

@@ -72,6 +72,17 @@ def dataset_name(dataset: str) -> str:
     return dataset_names().get(dataset) or f"an uploaded CSV ({Path(dataset).stem[:8]}…, no longer saved)"
 
 
+def saved_uploads() -> list[uploads.SavedUpload]:
+    """The CSV uploads saved in the data home, newest first."""
+    return uploads.list_uploads(data_home())
+
+
+def delete_saved_upload(upload: uploads.SavedUpload) -> None:
+    """Delete a saved upload (its runs keep their records) and forget what the page cached about it."""
+    uploads.delete_upload(upload)
+    dataset_names.clear()
+
+
 def uploaded_datasets() -> list[tuple[str, str, dict]]:
     """Saved CSV uploads, newest first, as (label, dataset string "csv:PATH", schema): a spec trains on
     one with {"dataset": dataset string, "schema": schema, ...}."""

@@ -367,3 +367,11 @@ def labelled(uploads: Sequence[SavedUpload]) -> list[tuple[str, str, dict[str, A
         (u.label if counts[u.label] == 1 else f"{u.label} [{schema_id(u.schema)}]", u.dataset, u.schema)
         for u in uploads
     ]
+
+
+def delete_upload(upload: SavedUpload) -> None:
+    """Forget a saved upload: its schema file, and the CSV itself once no other schema of the same file remains.
+    Runs trained on it keep their records (their dataset then reads as an upload no longer saved)."""
+    upload.sidecar.unlink(missing_ok=True)
+    if not any(upload.path.parent.glob(f"{upload.sha256}.*.json")):
+        upload.path.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from app.sweep.frontier import (
 )
 from app.sweep.grid import label
 from cache import RunRecord, RunStatus, SweepRecord
+from engine.training import DATASETS, DatasetError
 
 POLL_SECONDS = 2
 FRONTIER_NOTE = (
@@ -134,7 +135,13 @@ def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> go
     second = params[1] if len(params) > 1 else None
     series = series_values(sweep, second) if second else []
     figure = charts.sweep_frontier_figure(
-        summary, points, first=params[0], second=second, series=series, labels={p: label(p) for p in params}
+        summary,
+        points,
+        first=params[0],
+        second=second,
+        series=series,
+        labels={p: label(p) for p in params},
+        references=_references(sweep),
     )
     st.plotly_chart(figure, key=f"sweep-frontier-{sweep.id}", config=charts.png_config(f"sweep-{sweep.id}-frontier"))
     note = FRONTIER_NOTE
@@ -142,3 +149,22 @@ def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> go
         note += f" {finished - len(points)} finished run(s) without a finite ε are not shown."
     st.caption(note + " Download the chart as PNG with the camera icon of its toolbar.")
     return figure
+
+
+def _references(sweep: SweepRecord) -> list[tuple[str, float]]:
+    """The non-private accuracy (a finished non-private run of the base's data and model) and, for a registered
+    dataset whose files are here, the majority class's accuracy: what the frontier is read against."""
+    base = sweep.spec.get("base") if isinstance(sweep.spec, dict) else None
+    if not isinstance(base, dict):
+        return []
+    found = []
+    if (baseline := services.nonprivate_baseline(base)) is not None:
+        found.append((baseline.label, baseline.test_accuracy))
+    dataset = base.get("dataset")
+    if isinstance(dataset, str) and dataset in DATASETS and not services.missing_dataset_files(dataset):
+        try:
+            floor = services.majority_class_accuracy(dataset, tuple(services.data_directories()))
+        except (DatasetError, OSError, ValueError):
+            return found
+        found.append((floor.label, floor.test_accuracy))
+    return found

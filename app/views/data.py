@@ -19,18 +19,19 @@ st.dataframe(
     column_config={
         "dataset": st.column_config.TextColumn(help="What a run spec names as its dataset."),
         "available": st.column_config.TextColumn(help="Built in, found in a data directory, or fetched on first use."),
-        "MB on disk": st.column_config.NumberColumn(format="%.2f", help="Bytes of the files found here, in MB."),
+        "on disk": st.column_config.TextColumn(help="Size of the files found here (– where none are)."),
     },
 )
 sizes = services.storage_bytes()
 store, downloads, uploads = st.columns(3)
-store.metric("Run store", f"{sizes['store'] / 1e6:,.1f} MB", help="The SQLite store of runs, metrics and history.")
+store.metric("Run store", services.size_text(sizes["store"]), help="The SQLite store of runs, metrics and history.")
 downloads.metric(
     "Downloaded datasets",
-    f"{sizes['datasets'] / 1e6:,.1f} MB",
+    services.size_text(sizes["datasets"]),
     help="The data home's datasets/ folder; DPLAB_DATA_DIR copies are not counted.",
 )
-uploads.metric("Your uploads", f"{sizes['uploads'] / 1e6:,.1f} MB", help="Saved CSV uploads and their schemas.")
+uploads.metric("Your uploads", services.size_text(sizes["uploads"]), help="Saved CSV uploads and their schemas.")
+form.saved_uploads()
 
 st.subheader("Upload a CSV")
 st.markdown(

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.common.charts.base import RUN_PALETTE, run_colors
+from app.common.charts.base import REFERENCE_COLOR, RUN_PALETTE, run_colors
 from app.common.safe_text import plotly_text
 
 # The Sweep and Compare pages: the privacy–utility frontier, and several runs overlaid (each in its run colour).
@@ -37,7 +37,7 @@ def _comparison_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -
         xaxis_title=x_title,
         yaxis_title=y_title,
         showlegend=True,
-        legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "font": {"size": 10}},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0, "font": {"size": 10}},
         hovermode="closest",
     )
     return fig
@@ -64,12 +64,14 @@ def sweep_frontier_figure(
     second: str | None,
     series: Sequence[object] = (),
     labels: Mapping[str, str] | None = None,
+    references: Sequence[tuple[str, float]] = (),
 ) -> go.Figure:
     """A sweep's privacy–utility frontier: test accuracy against ε spent. Per grid point the mean over seeds
     with its spread as error bars (`summary`: the parameters, epsilon, accuracy, low, high, seeds), every
     finished run faintly behind (`points`: the parameters, seed, run, epsilon, accuracy). One line per value
     of the `second` parameter, coloured by its place in `series` (the grid's order), so a line keeps its
-    colour while the sweep fills in; points are labelled with the `first` parameter's value."""
+    colour while the sweep fills in; points are labelled with the `first` parameter's value. `references`
+    (label, accuracy): dashed lines such as the non-private accuracy and the majority class's."""
     labels = labels or {}
     name_of = plotly_text(labels.get(first, first))  # grid keys and values of a sweep made elsewhere: any text
     fig = go.Figure()
@@ -122,6 +124,18 @@ def sweep_frontier_figure(
         fig, f"Privacy–utility frontier (points labelled by {name_of})", FRONTIER_X_TITLE, "test accuracy"
     )
     epsilons = points["epsilon"] if len(points) else pd.Series(dtype=float)
+    for name, accuracy in references:  # dashed, across the drawn ε range, named in the legend
+        span = [float(epsilons.min()) / 1.3, float(epsilons.max()) * 1.3] if len(epsilons) else [0, 1]
+        fig.add_trace(
+            go.Scatter(
+                x=span,
+                y=[accuracy, accuracy],
+                mode="lines",
+                line={"color": REFERENCE_COLOR, "dash": "dash", "width": 1.5},
+                name=f"{plotly_text(name)}: {accuracy:.3f}",
+                hoverinfo="skip",
+            )
+        )
     if len(epsilons) and epsilons.min() > 0 and epsilons.max() / epsilons.min() >= 10:
         low, high = float(epsilons.min()) / 1.3, float(epsilons.max()) * 1.3
         ticks = [t for t in LOG_TICKS if low <= t <= high]

@@ -79,9 +79,9 @@ def test_a_csv_goes_from_upload_through_its_schema_to_a_saved_dataset(home, stor
         "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
         "test_fraction": 0.25,
     }
-    row = table_with(at, "available").set_index("dataset").loc[dataset]
+    row = table_with(at, "available").set_index("title").loc[label]  # by its label: its path says nothing
     assert (row["train"], row["test"], row["features"], row["classes"]) == (150, 50, 5, 2)
-    assert row["available"] == "your upload"
+    assert row["available"] == "your upload" and row["dataset"] == "your upload"
 
     spec = parse_spec(fast_spec(dataset=dataset, schema=schema, epochs=2, lot_size=32, delta=1e-3))
     assert spec.dataset == dataset and spec.data_sha256 == hashlib.sha256(data).hexdigest()
@@ -187,3 +187,26 @@ def test_a_row_outside_the_declared_classes_fails_the_save_and_keeps_nothing(hom
     assert any("Not saved" in e and "target value 'maybe' is not one of the declared classes" in e for e in errors(at))
     assert any("people.csv: line" in e for e in errors(at))
     assert saved_files(home) == []
+
+
+def test_sizes_read_in_units_and_a_saved_upload_can_be_deleted(home, store):
+    schema = {
+        "target": "label",
+        "classes": ["no", "yes"],
+        "numeric": {"age": [17, 100], "income": [0, 250_000]},
+        "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
+    }
+    data = synthetic_csv()
+    saved = data_upload.save_upload(home, file_name="people.csv", data=data, raw_schema=schema, label="People")
+    at = open_page("data")
+    assert metrics(at)["Your uploads"].endswith(" KB")  # a few KB, not "0.0 MB"
+    assert "None" not in set(table_with(at, "available")["on disk"])
+    assert at.checkbox(key="data_delete_confirm").value is False
+    assert at.button(key="data_delete").disabled  # nothing is deleted without the confirmation
+    at.checkbox(key="data_delete_confirm").check().run()
+    at.button(key="data_delete").click().run()
+    assert not at.exception, at.exception
+    assert not saved.path.exists() and not saved.sidecar.exists()
+    assert data_upload.list_uploads(home) == []
+    train = open_page("train")
+    assert saved.dataset not in train.selectbox(key="train_dataset").options

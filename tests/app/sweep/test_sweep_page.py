@@ -158,7 +158,9 @@ def test_frontier_shows_the_finished_runs_and_the_preview_counts_cached_points(t
     at = open_page("sweep")
     assert any(p.proto.text.startswith("2 / 2 finished") for p in at.get("progress"))
     [figure] = figures(at)
-    each_run, line = figure["data"]
+    each_run, line, *references = figure["data"]
+    assert [r["name"].split(":")[0] for r in references] == ["majority class"]  # the floor, dashed, in the legend
+    assert all(r["line"]["dash"] == "dash" for r in references)
     assert sorted(each_run["x"]) == sorted(r.result["epsilon"] for r in runs.values())
     assert line["mode"] == "lines+markers+text" and line["text"] == ["2", "1"]  # sorted by ε: σ = 2 spends less
     assert line["x"] == [runs[2.0].result["epsilon"], runs[1.0].result["epsilon"]]
