@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page
 
+from app.common.labels import short_labels
 from cache import Store
 from engine.jobs.sweep import submit_sweep
 from engine.jobs.workers.worker import Worker
@@ -34,7 +35,7 @@ CHARTS_JS = """
         drawn: chart.querySelectorAll('g.scatterlayer g.trace').length,
     }))
 """
-# Every expected chart is on the page and draws exactly the given runs.
+# Every expected chart is on the page and draws exactly the given runs (by their legend names).
 ALL_DRAWN_JS = f"""
 ([titles, runIds]) => {{
     const charts = ({CHARTS_JS})();
@@ -109,7 +110,9 @@ def test_compare_two_runs_in_browser(tmp_path: Path, artifacts: Path) -> None:
             page.get_by_role("link", name="Compare").click(timeout=60_000)
             page.get_by_text("Compare runs").first.wait_for(timeout=TIMEOUT_MS)
             _select_runs(page, run_ids)
-            page.wait_for_function(ALL_DRAWN_JS, arg=[CHART_TITLES, run_ids], timeout=TIMEOUT_MS, polling=200)
+            names = short_labels([store.get_run(run_id) for run_id in run_ids])  # "σ 1", "σ 2": what differs
+            shown = [names[run_id] for run_id in run_ids]
+            page.wait_for_function(ALL_DRAWN_JS, arg=[CHART_TITLES, shown], timeout=TIMEOUT_MS, polling=200)
 
             with page.expect_download(timeout=TIMEOUT_MS) as download:
                 page.get_by_role("button", name="Download the table (CSV)").click()
