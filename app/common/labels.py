@@ -45,7 +45,8 @@ def run_label(run: RunRecord) -> str:
     whether it was imported."""
     dataset = run.spec.get("dataset", "?")
     shown = dataset_label(dataset) if isinstance(dataset, str) else dataset  # another shape: as it is
-    base = f"{run.id} · {shown}/{run.spec.get('model', '?')}"
+    name = services.run_names().get(run.id)
+    base = f"{name + ' · ' if name else ''}{run.id} · {shown}/{run.spec.get('model', '?')}"
     mark = IMPORTED_MARK if run.imported else ""
     result = run.result if isinstance(run.result, dict) else None
     if result is None:
@@ -94,14 +95,19 @@ def spec_part(key: str, value: Any) -> str:
 
 
 def short_labels(runs: Sequence[RunRecord]) -> dict[str, str]:
-    """A readable label per run from what sets it apart from the others ("ε 3 · L 64 · 20 ep"); runs that agree
-    on everything shown also carry their id. A run alone is labelled by its data, model and budget."""
+    """A readable label per run: the name the user gave it, else what sets it apart from the others ("ε 3 · L 64 ·
+    20 ep"); runs that agree on everything shown also carry their id. A run alone is labelled by its data, model
+    and budget."""
     keys = {key for run in runs for key in run.spec}
     differing = [k for k in keys if len({json.dumps(run.spec.get(k), sort_keys=True, default=str) for run in runs}) > 1]
     order = list(SPEC_SYMBOLS)
     differing.sort(key=lambda k: (order.index(k) if k in order else len(order), k))
     shown = differing[:MAX_LABEL_PARTS] or ["dataset", "model", "target_epsilon", "noise_multiplier"]
-    labels = {run.id: " · ".join(spec_part(k, run.spec[k]) for k in shown if k in run.spec) for run in runs}
+    names = services.run_names()  # a name the user gave a run is its label
+    labels = {
+        run.id: names.get(run.id) or " · ".join(spec_part(k, run.spec[k]) for k in shown if k in run.spec)
+        for run in runs
+    }
     counts = Counter(labels.values())
     return {
         run_id: label if label and counts[label] == 1 else " · ".join(filter(None, (label, run_id)))

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app import services
-from app.common import charts, handoff, report, train_baseline
+from app.common import charts, report, run_actions, train_baseline
 from app.common.labels import ALGORITHM_NAMES, dataset_label
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
@@ -53,13 +53,7 @@ def run_panel(run_id: str, *, from_cache: bool = False) -> None:
         _starting_run(run_id)
     else:
         _live_run(run_id)
-    if st.button(
-        "Sweep around this run",
-        key=f"sweep-around-{run.id}",
-        icon=":material/grid_view:",
-        help="Open the Sweep page with this run's configuration as the base of a grid.",
-    ):
-        handoff.send(handoff.SWEEP, run.spec, f"run {run.id}")
+    run_actions.actions(run)
 
 
 def cache_banner(run: RunRecord) -> str:

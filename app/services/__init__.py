@@ -51,6 +51,8 @@ from app.services.store import (
     latest_active_run,
     metrics_frame,
     recent_runs,
+    run_names,
+    set_run_name,
     worker_health,
 )
 from app.services.sweep import (
@@ -120,9 +122,11 @@ __all__ = [
     "recent_runs",
     "run_counts",
     "run_history",
+    "run_names",
     "runs_with_status",
     "save_csv_upload",
     "saved_uploads",
+    "set_run_name",
     "size_text",
     "sklearn_baseline",
     "storage_bytes",

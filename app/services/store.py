@@ -68,3 +68,16 @@ def cancel_run(run_id: str) -> RunStatus:
 def metrics_frame(run_id: str) -> pd.DataFrame:
     """Per-step metrics of a run, one row per step, one column per metric (the notebook API's frame)."""
     return api.metrics(run_id, store=get_store())
+
+
+@st.cache_data(ttl=2, show_spinner=False)
+def run_names() -> dict[str, str]:
+    """The names users gave their runs, by run id (read at most every 2 s; a rename clears it at once)."""
+    return get_store().run_names()
+
+
+def set_run_name(run_id: str, name: str) -> str:
+    """Name a run (an empty name removes it); StoreError for a name over the limit or an unknown run."""
+    kept = get_store().set_run_name(run_id, name)
+    run_names.clear()
+    return kept

@@ -5,7 +5,8 @@ of the project lives in this package, one module per concern:
   `schema` applied at open; `records`: what the store holds, as immutable values;
 - `runs`: creating runs (the one `INSERT INTO runs`), the run that answers a cache key, reading runs;
 - `queue`: claiming, finishing, cancelling and requeuing runs, writing off the runs of a lost worker;
-- `metrics`, `events` (status history), `sweeps`, `workers`: one table (or two) each;
+- `metrics`, `events` (status history), `sweeps`, `workers`, `names` (the names users give runs): one table
+  (or two) each;
 - `maintenance`: size, deletion, garbage collection, compaction, integrity;
 - `archive_io`: the rows an export reads and an import inserts.
 
@@ -21,10 +22,11 @@ once.
 from cache.store.events import EventsMixin
 from cache.store.maintenance import MaintenanceMixin
 from cache.store.metrics import MetricsMixin
+from cache.store.names import NamesMixin
 from cache.store.queue import QueueMixin
 from cache.store.sweeps import SweepsMixin
 from cache.store.workers import WorkersMixin
 
 
-class Store(QueueMixin, SweepsMixin, MetricsMixin, EventsMixin, WorkersMixin, MaintenanceMixin):
+class Store(QueueMixin, SweepsMixin, MetricsMixin, EventsMixin, WorkersMixin, MaintenanceMixin, NamesMixin):
     """A store file, opened (and migrated) at construction; each method is one transaction."""

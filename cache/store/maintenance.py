@@ -16,6 +16,7 @@ from typing import Any
 from cache.store.connection import StoreBase, StoreError
 from cache.store.events import delete_events
 from cache.store.metrics import delete_metrics
+from cache.store.names import delete_names
 from cache.store.records import TERMINAL, RunStatus
 from cache.store.runs import run_status
 from cache.store.workers import release_runs
@@ -175,6 +176,7 @@ def delete_runs(store: StoreBase, run_ids: Iterable[str]) -> int:
         sweeps = {r[0] for p in params for r in db.execute("SELECT sweep_id FROM sweep_runs WHERE run_id = ?", p)}
         delete_metrics(db, ids)
         delete_events(db, ids)
+        delete_names(db, ids)
         db.executemany("DELETE FROM sweep_runs WHERE run_id = ?", params)
         release_runs(db, ids)
         db.executemany("DELETE FROM runs WHERE id = ?", params)

@@ -86,5 +86,9 @@ MIGRATIONS: tuple[str, ...] = (
     """
     UPDATE runs SET cache_key = 'imported:' || cache_key WHERE imported = 1 AND instr(cache_key, ':') = 0;
     """,
+    # 5: the names users give their runs (labels only: no spec, result or cache key changes)
+    """
+    CREATE TABLE run_names (run_id TEXT PRIMARY KEY, name TEXT NOT NULL);
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -167,3 +167,19 @@ def test_compare_marks_imported_runs_and_its_csv_neutralizes_formulas(trained_st
     parsed = pd.read_csv(io.BytesIO(csv)).set_index("run")
     assert parsed.loc["imported-run", "error"] == "'" + formula  # a spreadsheet shows it as text
     assert parsed.loc[local.id, "epsilon"] == pytest.approx(local.result["epsilon"])  # numbers stay numbers
+
+
+def test_a_name_given_on_the_run_panel_labels_the_run_on_compare(trained_store):
+    store = trained_store
+    named, other = [r.id for r in store.list_runs()]
+    at = open_page("runs")
+    at.selectbox(key="open_run").set_value(named).run()
+    at.text_input(key=f"name-{named}").set_value("my baseline").run()
+    assert not at.exception, at.exception
+    assert store.run_names() == {named: "my baseline"}
+    at = open_page("compare")
+    assert any(label.startswith("my baseline · ") for label in at.multiselect(key="compare_runs").options)
+    ids = select_all(at, store)
+    accuracy, *_ = figures(at)
+    names = dict(zip(ids, (t["name"] for t in accuracy["data"]), strict=True))
+    assert names[named] == "my baseline" and names[other] != "my baseline"
