@@ -124,10 +124,16 @@ def _one_press(playwright, config: dict | None) -> float:
         time.sleep(1.0)
         clicked = time.time()
         button.click()
+        stored = _first_metric_time(store)  # while the page draws: when the worker's first point reached the store
         page.wait_for_function(POINT_DRAWN_JS, timeout=90_000, polling=50)
         drawn = time.time()
         [run] = store.list_runs()
-        phases = {"queued": run.created_at - clicked, "claimed": run.started_at - clicked, "drawn": drawn - clicked}
+        phases = {
+            "queued": run.created_at - clicked,
+            "claimed": run.started_at - clicked,
+            "first point stored": stored - clicked,
+            "drawn": drawn - clicked,
+        }
         print("  " + ", ".join(f"{k} after {v:.2f} s" for k, v in phases.items()), file=sys.stderr)
         return drawn - clicked
     finally:
@@ -140,6 +146,17 @@ def _one_press(playwright, config: dict | None) -> float:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _first_metric_time(store: Store, timeout: float = 90.0) -> float:
+    """When the first metric row of the (only) run appears in the store, polled every 20 ms."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        runs = store.list_runs()
+        if runs and store.metrics(runs[0].id):
+            return time.time()
+        time.sleep(0.02)
+    raise TimeoutError("no metric row within the timeout")
 
 
 def run(quick: bool = False) -> list[dict]:

@@ -1,6 +1,7 @@
 """The run panel: a run's status, progress with ETA and cancel, headline numbers and live charts (accuracy with
 its non-private references, ε by accountant, training loss and the private diagnostics), polling the store."""
 
+import time
 from functools import partial
 from typing import Any
 
@@ -17,6 +18,7 @@ from engine.training.config.keys import CALIBRATION_ACCOUNTANTS, LEARNER_MODELS
 
 POLL_SECONDS = 1.0  # a live run's charts redraw every second
 STARTING_POLL_SECONDS = 0.4  # until its first step is plotted: the wait after pressing Train is the one people feel
+FAST_POLL_FOR_S = 4.0  # the fast pace goes on this long after the first point, drawn without a page redraw
 STATUS_BADGE = {
     RunStatus.QUEUED: (":material/hourglass_top:", "queued: waiting for a worker"),
     RunStatus.RUNNING: (":material/directions_run:", "training"),
@@ -84,12 +86,18 @@ def _live_run(run_id: str) -> None:
 
 def _poll(run_id: str, *, until_first_step: bool) -> None:
     """One tick of a live run's panel. The whole page redraws once when the run ends (to stop polling), and once
-    when a starting run has its first step (to poll at the slower pace from then on)."""
+    a starting run has been plotting for `FAST_POLL_FOR_S` (to poll at the slower pace from then on): its first
+    points are drawn by this fragment at once, never after a whole-page redraw (a second on a busy machine)."""
     run = services.get_run(run_id)
     if run is None:
         return
     _run_body(run)
-    if not run.status.active or (until_first_step and run.progress_step > 0):
+    if run.progress_step > 0:
+        first_drawn = st.session_state.setdefault(f"first-point-at-{run_id}", time.time())
+        plotting_for = time.time() - first_drawn
+    else:
+        plotting_for = 0.0
+    if not run.status.active or (until_first_step and plotting_for > FAST_POLL_FOR_S):
         st.rerun()
 
 
