@@ -11,7 +11,7 @@ from app.common.charts.base import BOTTOM_LEGEND, LIMIT_COLOR, RUN_COLOR, base_f
 from engine.privacy import UNBOUNDED_EPSILON, epsilon_text
 
 LOG_TICKS = [m * 10.0**e for e in range(-4, 5) for m in (1, 2, 5)]  # 1e-4, 2e-4, 5e-4, …, 5e4
-LOG_AXIS_RATIO = 10  # a bound this many times above the tight ones turns the ε axis logarithmic
+LOG_AXIS_RATIO = 2  # a bound this many times above the tight ones turns the ε axis logarithmic
 ACCOUNTANT_STYLES = {  # metric column → (legend label, dash)
     "epsilon": ("RDP (every step)", "solid"),
     "epsilon_pld": ("PLD", "dot"),
