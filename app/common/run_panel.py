@@ -11,6 +11,7 @@ import streamlit as st
 from app import services
 from app.common import charts, report, run_actions, train_baseline
 from app.common.labels import ALGORITHM_NAMES, dataset_label
+from app.common.results import remaining_seconds
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
@@ -225,6 +226,8 @@ def _progress(run: RunRecord, frame, total: int) -> None:
     text = f"step {done:,} / {total:,}"
     if run.status is RunStatus.RUNNING and (eta := remaining_seconds(frame, total)) is not None:
         text += f" · about {eta:.0f} s left" if eta >= 1 else " · finishing"
+    elif run.status is RunStatus.RUNNING and done < total:
+        text += " · measuring the pace"
     st.progress(fraction, text=text)
     if run.status is RunStatus.RUNNING:
         st.button(  # a callback: it runs even when the next poll interrupts the rerun the click started
@@ -234,18 +237,6 @@ def _progress(run: RunRecord, frame, total: int) -> None:
             args=(run.id,),
             help="Stop at the next step: the model and ε are those of the steps taken, and the result is kept.",
         )
-
-
-def remaining_seconds(frame, total: int) -> float | None:
-    """Time left at the step rate measured so far (start-up time excluded)."""
-    if "elapsed_s" not in frame:
-        return None
-    timed = frame[["step", "elapsed_s"]].dropna()
-    if len(timed) < 2:
-        return None
-    steps = timed["step"].iloc[-1] - timed["step"].iloc[0]
-    seconds = timed["elapsed_s"].iloc[-1] - timed["elapsed_s"].iloc[0]
-    return seconds / steps * (total - timed["step"].iloc[-1]) if steps > 0 else None
 
 
 def _privacy_details(run: RunRecord) -> None:

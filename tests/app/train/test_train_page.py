@@ -326,11 +326,23 @@ def test_the_noise_mode_goes_into_the_spec_and_the_run_panel_names_it(home, stor
 def test_eta_uses_the_measured_step_rate_not_start_up_time():
     import pandas as pd
 
-    from app.common.run_panel import remaining_seconds
+    from app.common.results import remaining_seconds
 
     frame = pd.DataFrame({"step": [0, 1, 2, 11], "elapsed_s": [None, 5.0, 5.1, 6.0]})
     assert remaining_seconds(frame, 111) == pytest.approx(10.0)  # 0.1 s/step after the first step
     assert remaining_seconds(frame.iloc[:2], 111) is None
+
+
+def test_no_eta_before_the_pace_is_measured():
+    """Three fast steps after a slow start would promise 1 s; the first estimate waits for ten steps and a second."""
+    import pandas as pd
+
+    from app.common.results import remaining_seconds
+
+    early = pd.DataFrame({"step": [1, 2, 3, 4], "elapsed_s": [5.0, 5.01, 5.02, 5.03]})
+    assert remaining_seconds(early, 1000) is None
+    measured = pd.DataFrame({"step": [1, 50, 100], "elapsed_s": [5.0, 5.6, 6.0]})
+    assert remaining_seconds(measured, 1000) == pytest.approx(1.0 / 99 * 900)
 
 
 def test_live_chart_shows_only_epsilon_already_spent():
