@@ -26,7 +26,7 @@ EPSILON_TITLE = "Cumulative privacy loss"
 ACCURACY_TITLE = "Accuracy"
 DIAGNOSTICS_TITLE = "Private diagnostics"
 EXPECTED_TITLES = ["Planned ε over the run", ACCURACY_TITLE, EPSILON_TITLE, "Training loss", DIAGNOSTICS_TITLE]
-LONG_EPOCHS = 400  # typed into the form: 9,000 digits steps, far more than the test watches before it cancels
+LONG_EPOCHS = 1000  # typed into the form (the engine's most): 22,470 digits steps, far more than the test watches
 
 # The charts a user can see, each as {title, traces: {name: points}}, read from the Plotly graph divs
 # (`data[i].x`: an array, or as Streamlit sends numbers, {dtype: 'f8', bdata: base64} with 8-byte elements).
