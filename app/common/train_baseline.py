@@ -33,13 +33,8 @@ def references(run: RunRecord) -> list[tuple[str, float]]:
     dataset = _dataset(run)
     # The majority class's accuracy, from public test labels (no ε needed), once the run has ended: reading a
     # dataset's labels takes a second or two on MNIST, which a live run's first point must not wait for.
-    if not run.status.active and dataset in DATASETS and not services.missing_dataset_files(dataset):
-        try:
-            floor = services.majority_class_accuracy(dataset, tuple(services.data_directories()))
-        except (DatasetError, OSError, ValueError):
-            pass  # the chart goes without the floor; training reports the dataset's own error
-        else:
-            found.append((floor.label, floor.test_accuracy))
+    if not run.status.active and (floor := majority_floor(dataset)) is not None:
+        found.append(floor)
     if dataset and st.session_state.get(_asked_key(dataset)):
         try:
             fitted = services.sklearn_baseline(dataset, tuple(services.data_directories()))
@@ -49,6 +44,18 @@ def references(run: RunRecord) -> list[tuple[str, float]]:
         else:
             found.append((SKLEARN_LABEL, fitted.test_accuracy))
     return found
+
+
+def majority_floor(dataset: object) -> tuple[str, float] | None:
+    """(label, accuracy) of always answering the most common test label, for a registered dataset whose files
+    are here; None otherwise, or when they do not read (the chart goes without it; training reports the error)."""
+    if not isinstance(dataset, str) or dataset not in DATASETS or services.missing_dataset_files(dataset):
+        return None
+    try:
+        floor = services.majority_class_accuracy(dataset, tuple(services.data_directories()))
+    except (DatasetError, OSError, ValueError):
+        return None
+    return floor.label, floor.test_accuracy
 
 
 def offer(run: RunRecord, shown: list[tuple[str, float]]) -> None:

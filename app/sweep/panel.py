@@ -11,6 +11,7 @@ import streamlit as st
 from app import services
 from app.common import charts, report
 from app.common.safe_text import literal
+from app.common.train_baseline import majority_floor
 from app.sweep.frontier import (
     eta_text,
     finished_points,
@@ -24,7 +25,6 @@ from app.sweep.frontier import (
 )
 from app.sweep.grid import label
 from cache import RunRecord, RunStatus, SweepRecord
-from engine.training import DATASETS, DatasetError
 
 POLL_SECONDS = 2
 FRONTIER_NOTE = (
@@ -160,11 +160,6 @@ def _references(sweep: SweepRecord) -> list[tuple[str, float]]:
     found = []
     if (baseline := services.nonprivate_baseline(base)) is not None:
         found.append((baseline.label, baseline.test_accuracy))
-    dataset = base.get("dataset")
-    if isinstance(dataset, str) and dataset in DATASETS and not services.missing_dataset_files(dataset):
-        try:
-            floor = services.majority_class_accuracy(dataset, tuple(services.data_directories()))
-        except (DatasetError, OSError, ValueError):
-            return found
-        found.append((floor.label, floor.test_accuracy))
+    if (floor := majority_floor(base.get("dataset"))) is not None:
+        found.append(floor)
     return found
