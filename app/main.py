@@ -12,10 +12,16 @@ if str(ROOT) not in sys.path:  # `streamlit run app/main.py` puts only app/ on t
 # An emoji favicon is drawn locally; a :material/…: one is fetched from fonts.gstatic.com on every page load.
 st.set_page_config(page_title="DP lab", page_icon="🔒", layout="wide")
 
-# Metric labels wrap instead of being cut ("Noise mult…") where a column is narrow (an 800 px window).
+# A narrow window (800 px with the sidebar open): metric labels and notes wrap instead of being cut ("Noise mult…"), and
+# columns too narrow for what they hold go to the next line instead of cutting it: a metric below ~8 rem, a chart
+# or a table below ~26 rem (Streamlit stacks columns only under 640 px).
 st.html(
-    "<style>[data-testid='stMetricLabel'], [data-testid='stMetricLabel'] * "
-    "{white-space: normal !important; overflow: visible !important; text-overflow: clip !important;}</style>"
+    "<style>[data-testid='stMetricLabel'], [data-testid='stMetricLabel'] *, [data-testid='stMetricDelta'] * "
+    "{white-space: normal !important; overflow: visible !important; text-overflow: clip !important;}"
+    "[data-testid='stMain'] [data-testid='stHorizontalBlock'] {flex-wrap: wrap;}"
+    "[data-testid='stMain'] [data-testid='stColumn'] {min-width: min(100%, 8rem);}"
+    "[data-testid='stMain'] [data-testid='stColumn']:has([data-testid='stPlotlyChart'], [data-testid='stDataFrame'], "
+    "[data-testid='stTable']) {min-width: min(100%, 26rem);}</style>"
 )
 
 pages = [

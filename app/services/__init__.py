@@ -67,6 +67,7 @@ from app.services.sweep import (
 )
 from app.services.train import (
     PlanPreview,
+    await_first_step,
     canonical_spec,
     data_directories,
     majority_class_accuracy,
@@ -84,6 +85,7 @@ __all__ = [
     "PrivacyPlan",
     "SweepPreview",
     "TrainingDataset",
+    "await_first_step",
     "builtin_dataset_sizes",
     "cancel_run",
     "cancel_runs",

@@ -11,29 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from app.services.uploads import SavedUpload
-from engine.training.datasets import (
-    ADULT_FILES,
-    CIFAR10_FILE,
-    DATASETS,
-    IDX_SHA256,
-    RemoteFile,
-    idx_file,
-)
+from engine.training.datasets import DATASETS
 
 BUILT_IN = "built-in"
 DOWNLOADABLE = "downloads on first use (needs internet)"
 UPLOADED = "your upload"
-
-
-def dataset_files(name: str) -> tuple[RemoteFile, ...]:
-    """The files a registered dataset is read from; () for a built-in one."""
-    if name == "adult":
-        return tuple(ADULT_FILES.values())
-    if name in IDX_SHA256:
-        return tuple(idx_file(name, filename) for filename in IDX_SHA256[name])
-    if name == "cifar10":
-        return (CIFAR10_FILE,)
-    return ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +25,7 @@ class Availability:
 
 
 def availability(name: str, data_dirs: Sequence[Path]) -> Availability:
-    files = dataset_files(name)
+    files = DATASETS[name].files
     if not files:
         return Availability(where=BUILT_IN, bytes_on_disk=None)
     found: dict[str, tuple[Path, Path]] = {}  # relpath → (data directory, file)

@@ -1,15 +1,16 @@
 """The Train page's services: the plan preview of a spec, submitting it, dataset files and baselines."""
 
+import contextlib
 import json
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
 
-from app.services import catalog
 from app.services.plan import pld_steps
 from app.services.store import get_store
-from cache import RunStatus
+from cache import RunStatus, StoreError
+from engine.jobs import queue
 from engine.jobs.queue import Submission, submit
 from engine.jobs.settings import default_data_dirs
 from engine.privacy import (
@@ -18,6 +19,7 @@ from engine.privacy import (
     rdp_curve,
 )
 from engine.training import DatasetError, SpecError, parse_spec, plan_spec
+from engine.training.datasets import DATASETS
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,17 @@ def submit_spec(raw: dict) -> Submission:
     return submit(get_store(), parse_spec(raw), planned_noise_multiplier=planned)
 
 
+FIRST_STEP_WAIT_S = 1.5  # after Train, the redraw waits this long at most for the run's first step (~0.5 s on a CPU)
+UNCLAIMED_WAIT_S = 0.5  # … and gives up sooner while no worker has claimed the run (all busy, or none running)
+
+
+def await_first_step(run_id: str) -> None:
+    """Right after a submission: let the redraw that shows the new run plot its first step (see
+    `engine.jobs.queue.await_first_step`)."""
+    with contextlib.suppress(StoreError):  # deleted meanwhile: the run panel says so
+        queue.await_first_step(get_store(), run_id, timeout_s=FIRST_STEP_WAIT_S, unclaimed_s=UNCLAIMED_WAIT_S)
+
+
 def data_directories() -> list[str]:
     """Where datasets are looked for, in order (`DPLAB_DATA_DIR`, then the data home's download folder)."""
     return [str(d) for d in default_data_dirs()]
@@ -111,8 +124,8 @@ def data_directories() -> list[str]:
 def missing_dataset_files(name: str) -> list[str]:
     """The files of a registered dataset found in no data directory (relative paths); [] when it is built in
     or all its files are here (looked up only: training verifies each file's SHA-256)."""
-    dirs = default_data_dirs()
-    return [f.relpath for f in catalog.dataset_files(name) if not any((d / f.relpath).is_file() for d in dirs)]
+    info = DATASETS.get(name)
+    return info.missing_files(default_data_dirs()) if info else []
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,21 @@ def finished_points(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.Dat
     return pd.DataFrame(rows, columns=columns)
 
 
+def running_points(sweep: SweepRecord, live: Mapping[str, tuple[float | None, float | None]]) -> pd.DataFrame:
+    """One row per running run with an ε and a test accuracy so far (`live`: run id → (ε by RDP after the steps
+    taken, latest test accuracy)): its grid values, run, ε and accuracy so far, for the frontier's open markers."""
+    columns = [*parameters(sweep), "run", "epsilon", "accuracy"]
+    rows = []
+    for run_id, point in zip(sweep.run_ids, sweep.points, strict=True):
+        epsilon, accuracy = live.get(run_id, (None, None))
+        if epsilon is None or accuracy is None:
+            continue
+        point = point if isinstance(point, dict) else {}
+        values = {key: table_cell(point.get(key)) for key in parameters(sweep)}
+        rows.append({**values, "run": run_id, "epsilon": epsilon, "accuracy": accuracy})
+    return pd.DataFrame(rows, columns=columns)
+
+
 def frontier(points: pd.DataFrame, params: Sequence[str], *, spread: str = "minmax") -> pd.DataFrame:
     """Per grid point: ε = the largest over its seeds (a valid bound for each of them), mean accuracy
     with `low`/`high` (min–max, or mean ± std), and how many seeds finished."""

@@ -5,6 +5,7 @@ import time
 from collections import Counter
 from functools import partial
 
+import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
@@ -21,6 +22,7 @@ from app.sweep.frontier import (
     parameters,
     progress,
     progress_text,
+    running_points,
     series_values,
 )
 from app.sweep.grid import label
@@ -31,7 +33,7 @@ FRONTIER_NOTE = (
     "Each faint marker is one finished run, each solid marker the mean test accuracy (held-out test set) of a "
     "grid point's seeds with their spread as error bars. x is the ε the runs spent, by the tightest accountant "
     "over the steps actually taken; a grid point is placed at the largest ε among its seeds, a valid upper bound "
-    "for each of them."
+    "for each of them. An open marker is a run still training, at its ε and test accuracy so far."
 )
 
 
@@ -85,14 +87,15 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
     if counts[RunStatus.QUEUED] and not any(w["healthy"] for w in services.worker_health()):
         st.warning("No worker is running: queued runs wait until one starts (`python -m engine worker`).")
     by_id = {run.id: run for run in runs}
-    figure = _frontier(sweep, by_id, spread)
     live = {run.id: latest_values(services.metrics_frame(run.id)) for run in runs if run.status is RunStatus.RUNNING}
+    figure = _frontier(sweep, by_id, spread, running_points(sweep, live))
     table = grid_table(sweep, by_id, live)
     st.dataframe(table, hide_index=True, width="stretch")
     if live:
         st.caption(
             f"The {len(live)} running run(s) show their ε so far (RDP, after the steps taken) and latest test "
-            "accuracy; the frontier takes each run when it finishes."
+            "accuracy, in the table and as open markers on the frontier, which take each run's final point when it "
+            "finishes."
         )
     st.download_button(
         "Download a report (HTML)",
@@ -114,18 +117,19 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
             services.cancel_run(run_id)
 
 
-def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> go.Figure | None:
-    """The frontier of the finished runs (returned for the report), or a note saying why there is none yet."""
+def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str, running: pd.DataFrame) -> go.Figure | None:
+    """The frontier of the finished runs with the `running` ones so far (returned for the report), or a note saying
+    why there is none yet."""
     params = parameters(sweep)
     points = finished_points(sweep, runs)
     finished = sum(run.status is RunStatus.FINISHED for run in runs.values())
-    if points.empty:
+    if points.empty and running.empty:
         if finished:
             st.info("The finished runs are not private (no finite ε), so they have no place on the frontier.")
         else:
             st.info(
-                f"No finished run yet: the frontier appears here as runs finish (it refreshes every "
-                f"{POLL_SECONDS} s while the sweep trains)."
+                f"No run has a point yet: the frontier fills in as runs train, a running run as an open marker at "
+                f"its ε and test accuracy so far (it refreshes every {POLL_SECONDS} s while the sweep trains)."
             )
         return None
     if not params:  # a sweep made elsewhere whose grid names nothing this page can draw along
@@ -142,6 +146,7 @@ def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str) -> go
         series=series,
         labels={p: label(p) for p in params},
         references=_references(sweep),
+        running=running,
     )
     st.plotly_chart(figure, key=f"sweep-frontier-{sweep.id}", config=charts.png_config(f"sweep-{sweep.id}-frontier"))
     note = FRONTIER_NOTE

@@ -33,6 +33,8 @@ if st.button(
     else:
         shown_run.remember(submission.run_id)
         st.session_state["from_cache"] = submission.run_id if submission.cached else None
+        if not submission.cached:
+            services.await_first_step(submission.run_id)  # this redraw plots it: no wait for the next poll
 
 if run_id := shown_run.shown_run_id():
     st.divider()

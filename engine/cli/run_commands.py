@@ -16,6 +16,7 @@ from engine.jobs.recording import RunRecorder
 from engine.jobs.run_training import train_claimed
 from engine.jobs.sweep import SweepSubmission, submit_sweep
 from engine.jobs.workers import warmup
+from engine.jobs.workers.datasets import LoadedDatasets
 from engine.jobs.workers.worker import Heartbeat, Worker
 from engine.privacy import epsilon_text
 from engine.privacy.limits import NumberRange, brief
@@ -145,10 +146,11 @@ def cmd_worker(args: argparse.Namespace, store: Store) -> None:
     if args.pool_child is not None or args.once:
         if (nice := settings.worker_nice()) and hasattr(os, "nice"):
             os.nice(nice)  # a worker yields the CPU to the dashboard on a shared machine
+        datasets = LoadedDatasets(settings.default_data_dirs(), budget_bytes=settings.dataset_cache_bytes())
         if settings.warm_up_enabled():  # before registering: a registered worker is one ready to train at full speed
-            took = warmup.warm_up()
+            took = warmup.warm_up(datasets)
             logging.getLogger("dplab.worker").info("warm-up %s", f"took {took:.1f} s" if took else "failed")
-        worker = Worker(store, parent_pid=args.pool_child)
+        worker = Worker(store, parent_pid=args.pool_child, datasets=datasets)
         logging.getLogger("dplab.worker").info("started as %s on store %s", worker.name, store.path)
         worker.run_forever(poll_s=args.poll, exit_when_idle=args.once)
         return

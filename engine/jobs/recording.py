@@ -55,17 +55,28 @@ class BackgroundAccounting:
     def __init__(self, store: Store, curves: Sequence[Curves]):
         self.store, self.curves = store, tuple(curves)
         self.stop = threading.Event()
+        self.starting, self.started = threading.Lock(), False
         self.thread = threading.Thread(target=self._run, name=f"accounting-{curves[0].run_ids[0]}", daemon=True)
 
     def __enter__(self) -> "BackgroundAccounting":
-        self.thread.start()
+        self.begin()
         return self
+
+    def begin(self) -> None:
+        """Start the thread (once; later calls do nothing). The recorders call it when their run's first point is
+        stored: before it, the accountants would share the interpreter with the loading and the first step, and
+        the first point is the wait a user feels."""
+        with self.starting:
+            if not self.started and not self.stop.is_set():
+                self.started = True
+                self.thread.start()
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
-        self.stop.set()
+        with self.starting:
+            self.stop.set()
         if self.thread.is_alive():
             self.thread.join()
 
@@ -116,8 +127,9 @@ def record_final_epsilons(store: Store, run_id: str, steps: int, epsilons: dict[
 
 
 class RunRecorder:
-    """The store side of one claimed run, wherever it trains. `start` records the plan and starts
-    the background accountants; `write` stores a metric batch (returns whether a cancel was asked);
+    """The store side of one claimed run, wherever it trains. `start` records the plan and prepares
+    the background accountants, which begin once `write` has stored the first metric batch (`write` returns
+    whether a cancel was asked);
     `finished`, `failed` and `requeue` end it, only if `worker` still owns the run."""
 
     def __init__(self, store: Store, run: RunRecord, *, worker: str):
@@ -127,7 +139,7 @@ class RunRecorder:
 
     def start(self) -> TrainingPlan:
         plan = self.record_plan()
-        self.accounting = BackgroundAccounting(self.store, [Curves(run_ids=(self.run.id,), plan=plan)]).__enter__()
+        self.accounting = BackgroundAccounting(self.store, [Curves(run_ids=(self.run.id,), plan=plan)])
         return plan
 
     def record_plan(self) -> TrainingPlan:
@@ -140,6 +152,8 @@ class RunRecorder:
     def write(self, rows: MetricRows) -> bool:
         if rows:
             self.cancel_requested = self.store.append_metrics(self.run.id, rows) or self.cancel_requested
+            if self.accounting is not None:
+                self.accounting.begin()  # from the first point on
         return self.cancel_requested
 
     def _close(self) -> None:
@@ -190,7 +204,7 @@ def start_stack(recorders: Sequence[RunRecorder]) -> list[TrainingPlan]:
         else:
             same.append(recorder.run.id)
     curves = [Curves(run_ids=tuple(run_ids), plan=plan) for _, plan, run_ids in groups]
-    accounting = BackgroundAccounting(recorders[0].store, curves).__enter__()
+    accounting = BackgroundAccounting(recorders[0].store, curves)  # begins with the first stored point
     for recorder in recorders:
         recorder.accounting = accounting
     return plans

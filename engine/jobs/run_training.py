@@ -19,16 +19,20 @@ class StopTraining(Exception):
 
 
 class MetricBatcher:
-    """Buffers step records and hands them to `sink` at most every FLUSH_EVERY_S seconds."""
+    """Buffers step records and hands them to `sink` at most every FLUSH_EVERY_S seconds, except the first
+    ones: every record up to the first training step's (step 0 holds the evaluation before training) goes out
+    at once, as it is the dashboard's first point."""
 
     def __init__(self, sink: Callable[[MetricRows], None], *, every_s: float = FLUSH_EVERY_S):
         self.sink, self.every_s = sink, every_s
         self.pending: MetricRows = []
-        self.last_flush = -float("inf")  # the first record goes out at once: the dashboard's first point
+        self.last_flush = -float("inf")
+        self.trained = False  # whether a training step's record went out
 
     def __call__(self, record: StepRecord) -> None:
         self.pending.append((record.step, record.metrics()))
-        if time.monotonic() - self.last_flush >= self.every_s:
+        if not self.trained or time.monotonic() - self.last_flush >= self.every_s:
+            self.trained = self.trained or record.step > 0
             self.flush()
 
     def flush(self) -> None:
@@ -78,14 +82,17 @@ def train_claimed_stack(
     sinks: Sequence[Callable[[MetricRows], None]],
     should_stops: Sequence[Callable[[], bool]],
     plans: Sequence[TrainingPlan],
+    dataset: Dataset | None = None,
 ) -> list[dict[str, Any]]:
     """Train stored (canonical) specs of one stack together (`train_stack`), with the plans the caller
     made. Member i's per-step metrics go to `sinks[i]` in batches; `should_stops[i]` ends member i
     alone (one that raises, like StopTraining, stops the whole stack). Returns the members' results
-    as JSON-ready data, in order."""
+    as JSON-ready data, in order. `dataset`: the members' dataset, when the caller has it loaded."""
     members = [StackMember(spec=parse_spec(spec), plan=plan) for spec, plan in zip(specs, plans, strict=True)]
     batchers = [MetricBatcher(sink) for sink in sinks]
-    results = train_stack(members, data_dirs=list(data_dirs), on_step=batchers, should_stop=list(should_stops))
+    results = train_stack(
+        members, data_dirs=list(data_dirs), on_step=batchers, should_stop=list(should_stops), dataset=dataset
+    )
     for batcher in batchers:
         batcher.flush()
     return [result.to_dict() for result in results]

@@ -47,6 +47,11 @@ def worker_nice() -> int:
     return int(_number("DPLAB_WORKER_NICE", 10, low=0, high=19))
 
 
+def dataset_cache_bytes() -> int:
+    """How much of its loaded datasets a worker keeps between runs (`DPLAB_DATASET_CACHE_MB`; 0: none)."""
+    return int(_number("DPLAB_DATASET_CACHE_MB", 1024, low=0, high=1_048_576) * 2**20)
+
+
 def stack_max() -> int:
     """Most members of a stack (runs trained together as one vectorized model); 1: every run alone."""
     return int(_number("DPLAB_STACK_MAX", 8, low=1, high=64))

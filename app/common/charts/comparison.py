@@ -29,6 +29,25 @@ def _hover_data(frame: pd.DataFrame, columns: list[str], *, texts: list[str]) ->
     return data.to_numpy()
 
 
+def _running_trace(runs: pd.DataFrame, color: str, first: str, name_of: str, group: str | None) -> go.Scatter:
+    """Runs still training as open markers; with no `group`, the legend's one entry for them (no points)."""
+    return go.Scatter(
+        x=runs["epsilon"] if group else [None],
+        y=runs["accuracy"] if group else [None],
+        mode="markers+text",
+        text=[_value_text(v) for v in runs[first]] if group else None,  # as on the frontier's own points
+        textposition="middle right",
+        textfont={"size": 10, "color": color},
+        marker={"color": color, "size": 9, "symbol": "circle-open", "line": {"width": 2, "color": color}},
+        name="running: ε and test accuracy so far" if group is None else f"{group} (running)",
+        legendgroup=group,
+        showlegend=group is None,
+        customdata=_hover_data(runs, ["run", first], texts=["run", first]) if group else None,
+        hovertemplate=f"run %{{customdata[0]}} (training), {name_of} %{{customdata[1]}}<br>"
+        "ε so far %{x:.3f} · test accuracy so far %{y:.3f}<extra></extra>",
+    )
+
+
 def _comparison_layout(fig: go.Figure, title: str, x_title: str, y_title: str) -> go.Figure:
     fig.update_layout(
         title={"text": title, "font": {"size": 15}},
@@ -65,13 +84,16 @@ def sweep_frontier_figure(
     series: Sequence[object] = (),
     labels: Mapping[str, str] | None = None,
     references: Sequence[tuple[str, float]] = (),
+    running: pd.DataFrame | None = None,
 ) -> go.Figure:
     """A sweep's privacy–utility frontier: test accuracy against ε spent. Per grid point the mean over seeds
     with its spread as error bars (`summary`: the parameters, epsilon, accuracy, low, high, seeds), every
     finished run faintly behind (`points`: the parameters, seed, run, epsilon, accuracy). One line per value
     of the `second` parameter, coloured by its place in `series` (the grid's order), so a line keeps its
     colour while the sweep fills in; points are labelled with the `first` parameter's value. `references`
-    (label, accuracy): dashed lines such as the non-private accuracy and the majority class's."""
+    (label, accuracy): dashed lines such as the non-private accuracy and the majority class's. `running` (the
+    parameters, run, epsilon, accuracy): the runs still training, as open markers at their ε and latest test
+    accuracy so far, which move right as they train."""
     labels = labels or {}
     name_of = plotly_text(labels.get(first, first))  # grid keys and values of a sweep made elsewhere: any text
     fig = go.Figure()
@@ -120,12 +142,20 @@ def sweep_frontier_figure(
                 "spread %{customdata[2]:.3f}–%{customdata[3]:.3f} over %{customdata[1]} seed(s)<extra></extra>",
             )
         )
+    if running is not None and len(running):  # open markers in their line's colour, one legend entry for all
+        for index, (name, _, _) in enumerate(groups):
+            moving = running if second is None else running[running[second] == series[index]]
+            fig.add_trace(_running_trace(moving, RUN_PALETTE[index % len(RUN_PALETTE)], first, name_of, name))
+        fig.add_trace(_running_trace(running.iloc[:0], REFERENCE_COLOR, first, name_of, None))
     _comparison_layout(
         fig, f"Privacy–utility frontier (points labelled by {name_of})", FRONTIER_X_TITLE, "test accuracy"
     )
-    epsilons = points["epsilon"] if len(points) else pd.Series(dtype=float)
-    for name, accuracy in references:  # dashed, across the drawn ε range, named in the legend
-        span = [float(epsilons.min()) / 1.3, float(epsilons.max()) * 1.3] if len(epsilons) else [0, 1]
+    drawn = [frame["epsilon"] for frame in (points, running) if frame is not None and len(frame)]
+    epsilons = pd.concat(drawn) if drawn else pd.Series(dtype=float)
+    log_axis = bool(len(epsilons) and epsilons.min() > 0 and epsilons.max() / epsilons.min() >= 10)
+    for name, accuracy in references:  # dashed, across the drawn ε range (from 0 on a linear axis), in the legend
+        low = float(epsilons.min()) / 1.3 if log_axis else 0.0
+        span = [low, float(epsilons.max()) * 1.3] if len(epsilons) else [0, 1]
         fig.add_trace(
             go.Scatter(
                 x=span,
@@ -136,7 +166,7 @@ def sweep_frontier_figure(
                 hoverinfo="skip",
             )
         )
-    if len(epsilons) and epsilons.min() > 0 and epsilons.max() / epsilons.min() >= 10:
+    if log_axis:
         low, high = float(epsilons.min()) / 1.3, float(epsilons.max()) * 1.3
         ticks = [t for t in LOG_TICKS if low <= t <= high]
         fig.update_xaxes(type="log", tickvals=ticks, ticktext=[_value_text(t) for t in ticks])

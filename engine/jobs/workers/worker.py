@@ -27,7 +27,8 @@ from cache import RunRecord, Store
 from engine.jobs import settings
 from engine.jobs.recording import RunRecorder, start_stack
 from engine.jobs.run_training import StopTraining, train_claimed, train_claimed_stack
-from engine.training import pick_device
+from engine.jobs.workers.datasets import LoadedDatasets
+from engine.training import parse_spec, pick_device
 
 log = logging.getLogger("dplab.worker")
 
@@ -73,9 +74,13 @@ class Worker:
         data_dirs: Sequence[Path] | None = None,
         name: str | None = None,
         parent_pid: int | None = None,
+        datasets: LoadedDatasets | None = None,
     ):
         self.store = store
         self.data_dirs = list(data_dirs) if data_dirs is not None else settings.default_data_dirs()
+        if datasets is None:
+            datasets = LoadedDatasets(self.data_dirs, budget_bytes=settings.dataset_cache_bytes())
+        self.datasets = datasets  # kept between runs: a run's first point does not wait for files
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.parent_pid = parent_pid
         self.stopping = False
@@ -159,6 +164,7 @@ class Worker:
                 sink=recorder.write,
                 plan=plan,
                 should_stop=lambda: self._should_stop(recorder),
+                dataset=self.datasets.get(parse_spec(run.spec)),
             )
             log.info("run %s: %s", run.id, recorder.finished(result).value)
         except (StopTraining, Shutdown):
@@ -187,6 +193,7 @@ class Worker:
                 plans=plans,
                 sinks=[r.write for r in recorders],
                 should_stops=[partial(self._should_stop, r) for r in recorders],
+                dataset=self.datasets.get(parse_spec(runs[0].spec)),
             )
             for recorder, result in zip(recorders, results, strict=True):
                 log.info("run %s: %s", recorder.run.id, recorder.finished(result).value)

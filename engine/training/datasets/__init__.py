@@ -88,6 +88,7 @@ DATASETS: dict[str, DatasetInfo] = {
         description="Predict income > $50K from 14 census attributes (UCI, CC BY 4.0).",
         source="Becker, Kohavi (1996), UCI Machine Learning Repository, https://archive.ics.uci.edu/dataset/2/adult",
         load=load_adult,
+        files=tuple(ADULT_FILES.values()),
     ),
     "mnist": DatasetInfo(
         name="mnist",
@@ -100,6 +101,7 @@ DATASETS: dict[str, DatasetInfo] = {
         description="LeCun, Cortes, Burges: 70,000 handwritten digits (CC BY-SA 3.0).",
         source="http://yann.lecun.com/exdb/mnist/",
         load=load_mnist,
+        files=tuple(idx_file("mnist", filename) for filename in IDX_SHA256["mnist"]),
     ),
     "fashion-mnist": DatasetInfo(
         name="fashion-mnist",
@@ -112,6 +114,7 @@ DATASETS: dict[str, DatasetInfo] = {
         description="Zalando Research: 70,000 images of 10 clothing classes (MIT).",
         source="Xiao, Rasul, Vollgraf (2017), arXiv:1708.07747, https://github.com/zalandoresearch/fashion-mnist",
         load=load_fashion_mnist,
+        files=tuple(idx_file("fashion-mnist", filename) for filename in IDX_SHA256["fashion-mnist"]),
     ),
     "cifar10": DatasetInfo(
         name="cifar10",
@@ -125,6 +128,7 @@ DATASETS: dict[str, DatasetInfo] = {
         source="Krizhevsky (2009), Learning Multiple Layers of Features from Tiny Images, "
         "https://www.cs.toronto.edu/~kriz/cifar.html",
         load=load_cifar10,
+        files=(CIFAR10_FILE,),
     ),
 }
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.training.datasets.files import RemoteFile
+
 ImageShape = tuple[int, int, int]  # (channels, height, width); features hold the pixels flattened in C-H-W order
 
 
@@ -40,3 +42,9 @@ class DatasetInfo:
     source: str  # the canonical URL or citation
     load: Callable[[Sequence[Path]], Dataset]
     image_shape: ImageShape | None = None
+    files: tuple[RemoteFile, ...] = ()  # what `load` reads from the data directories; () when built in
+
+    def missing_files(self, data_dirs: Sequence[Path]) -> list[str]:
+        """The relative paths of `files` found in no data directory (looked up only: `load` verifies each
+        file's SHA-256 and downloads the missing ones when it may)."""
+        return [f.relpath for f in self.files if not any((Path(d) / f.relpath).is_file() for d in data_dirs)]

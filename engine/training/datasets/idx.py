@@ -68,7 +68,8 @@ def load_idx_dataset(name: str, data_dirs: Sequence[Path]) -> Dataset:
             raise DatasetError(f"{name} {split}: {len(images)} images but {len(labels)} labels")
         if images.shape[1:] != IDX_IMAGE_SHAPE[1:]:
             raise DatasetError(f"{name} {split}: images are {images.shape[1:]}, expected {IDX_IMAGE_SHAPE[1:]}")
-        arrays[split] = (images.reshape(len(images), -1).astype(np.float32) / 255.0, labels.astype(np.int64))
+        pixels = np.divide(images.reshape(len(images), -1), np.float32(255), dtype=np.float32)  # one pass, no copy
+        arrays[split] = (pixels, labels.astype(np.int64))
     (x_train, y_train), (x_test, y_test) = arrays["train"], arrays["test"]
     return Dataset(
         name=name,

@@ -81,10 +81,12 @@ class BackgroundTraining(threading.Thread):
             fail(f"the tiny runs did not finish in {TRAIN_TIMEOUT_S} s: {statuses} ({self.error!r})")
 
 
-def _screenshot_whole_page(page: Page, path: Path) -> None:
+def _screenshot_whole_page(page: Page, path: Path, *, width: int = 1500) -> None:
     """Streamlit scrolls inside its main block, so a "full page" shot is one viewport: grow the viewport."""
+    page.set_viewport_size({"width": width, "height": 1100})
+    page.wait_for_timeout(500)  # the layout follows the new width
     height = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
-    page.set_viewport_size({"width": 1500, "height": min(int(height) + 40, 6000)})
+    page.set_viewport_size({"width": width, "height": min(int(height) + 40, 6000)})
     page.wait_for_timeout(500)  # charts follow the new size
     page.screenshot(path=path, full_page=True)
 
@@ -124,6 +126,7 @@ def test_compare_two_runs_in_browser(tmp_path: Path, artifacts: Path) -> None:
 
             page.mouse.move(0, 0)  # no tooltip in the picture
             _screenshot_whole_page(page, artifacts / "browser-compare.png")
+            _screenshot_whole_page(page, artifacts / "browser-compare-800.png", width=800)  # columns stack
             assert not errors, f"console errors: {errors}"
         except Exception as exc:
             fail(helpers.failure_report(exc, page, screenshot=failure_png, errors=errors, charts_js=CHARTS_JS))

@@ -221,6 +221,14 @@ def test_a_click_on_a_row_of_the_runs_table_opens_that_run_and_the_url_names_it(
     assert not errors, errors
 
 
+# The sweep frontier with open markers drawn: its runs still training, at their ε and test accuracy so far.
+RUNNING_MARKERS_JS = """
+() => Array.from(document.querySelectorAll('.js-plotly-plot')).some(chart =>
+    /Privacy–utility frontier/.test((chart.querySelector('.gtitle') || {}).textContent || '')
+    && chart.querySelectorAll('g.scatterlayer path.point').length >= 1)
+"""
+
+
 @pytest.mark.browser
 @pytest.mark.slow
 def test_a_training_sweep_shows_its_running_runs_progress(dashboard, tmp_path: Path, artifacts: Path) -> None:
@@ -243,6 +251,7 @@ def test_a_training_sweep_shows_its_running_runs_progress(dashboard, tmp_path: P
             go_to(page, "Sweep")
             page.get_by_text(re.compile(r"running run\(s\) show their ε so far")).wait_for(timeout=TIMEOUT_MS)
             page.get_by_text(re.compile(r"[\d,]+ / [\d,]+ steps · about [\d,]+ s left")).wait_for(timeout=TIMEOUT_MS)
+            page.wait_for_function(RUNNING_MARKERS_JS, timeout=TIMEOUT_MS)  # the frontier draws them so far
             page.screenshot(path=artifacts / "browser-sweep-live.png", full_page=True)
             page.get_by_role("button", name=re.compile("Cancel the 2 unfinished runs")).click(timeout=TIMEOUT_MS)
         except Exception as exc:

@@ -71,6 +71,11 @@ def test_plan_page_follows_the_epsilon_slider_without_console_errors(tmp_path: P
             page.get_by_text("target ε = 4", exact=True).wait_for(timeout=TIMEOUT_MS)  # the chart followed
             assert page.locator('[data-testid="stException"]').count() == 0
             page.screenshot(path=artifacts / "browser-plan.png", full_page=True)
+            page.set_viewport_size({"width": 800, "height": 1800})  # a narrow window: columns stack, labels wrap
+            page.wait_for_timeout(500)
+            assert page.locator('[data-testid="stException"]').count() == 0
+            page.screenshot(path=artifacts / "browser-plan-800.png", full_page=True)
+            page.set_viewport_size({"width": 1400, "height": 1800})
 
             page.emulate_media(color_scheme="dark")  # Streamlit follows the system theme by default
             page.wait_for_timeout(500)

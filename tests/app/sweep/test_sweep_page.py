@@ -6,9 +6,9 @@ import pytest
 
 from app.common.charts import RUN_PALETTE, sweep_frontier_figure
 from app.common.safe_text import unescape
-from app.sweep.frontier import frontier
+from app.sweep.frontier import finished_points, frontier, running_points
 from app.sweep.grid import GridInputError, parse_values
-from cache import RunStatus
+from cache import RunStatus, SweepRecord
 from engine.jobs.sweep import submit_sweep
 from tests.apptest_helpers import figures, open_page, widgets
 from tests.helpers import fast_spec
@@ -106,7 +106,7 @@ def test_launch_queues_a_sweep_of_every_point_and_seed(home, store, monkeypatch)
     assert any(p.proto.text.startswith("0 / 12 finished · 12 queued") for p in at.get("progress"))
     table = next(d.value for d in at.dataframe if "status" in d.value)
     assert len(table) == 12 and set(table["status"]) == {"queued"}
-    assert any("No finished run yet" in i.value for i in at.info)
+    assert any("No run has a point yet" in i.value for i in at.info)
 
     at.button(key="sweep_launch").click().run()  # the same grid again: every point is already queued
     assert len(store.list_runs()) == 12 and len(store.list_sweeps()) == 2
@@ -210,6 +210,43 @@ def test_frontier_aggregates_seeds_and_keeps_each_line_colour():
     lines = [t for t in fig.data if t.mode == "lines+markers+text"]
     assert [t.name for t in lines] == ["lot_size = 32", "lot_size = 64"]
     assert lines[1].marker.color == RUN_PALETTE[1] and len(lines[1].x) == 2 and len(lines[0].x) == 0
+
+
+def test_running_runs_are_open_markers_in_their_lines_colour_at_their_values_so_far():
+    sweep = SweepRecord(
+        id="s1",
+        name=None,
+        created_at=0.0,
+        spec={"base": fast_spec(), "grid": {"noise_multiplier": [1.0, 2.0], "lot_size": [32, 64]}},
+        run_ids=["a", "b", "c"],
+        points=[
+            {"noise_multiplier": 1.0, "lot_size": 32, "seed": 0},
+            {"noise_multiplier": 2.0, "lot_size": 64, "seed": 0},
+            {"noise_multiplier": 1.0, "lot_size": 64, "seed": 0},
+        ],
+    )
+    live = {"a": (0.4, 0.61), "b": (0.2, None), "c": (0.3, 0.7)}  # b has no test accuracy yet: no marker
+    running = running_points(sweep, live)
+    assert list(running["run"]) == ["a", "c"] and list(running["epsilon"]) == [0.4, 0.3]
+    empty = frontier(finished_points(sweep, {}), ["noise_multiplier", "lot_size"])
+    fig = sweep_frontier_figure(
+        empty,
+        finished_points(sweep, {}),
+        first="noise_multiplier",
+        second="lot_size",
+        series=[32, 64],
+        running=running,
+        references=[("majority class", 0.125)],
+    )
+    moving = [t for t in fig.data if t.marker.symbol == "circle-open"]
+    by_name = {t.name: t for t in moving}
+    assert list(by_name["lot_size = 32 (running)"].x) == [0.4] and list(by_name["lot_size = 64 (running)"].y) == [0.7]
+    assert by_name["lot_size = 64 (running)"].marker.color == RUN_PALETTE[1]
+    assert [t.name for t in moving if t.showlegend] == ["running: ε and test accuracy so far"]
+    assert list(by_name["lot_size = 32 (running)"].text) == ["1"]  # labelled by the first parameter, as the frontier
+    assert fig.layout.xaxis.type != "log"  # ε from 0.3 to 0.4: a linear axis from 0 …
+    [reference] = [t for t in fig.data if t.name == "majority class: 0.125"]
+    assert list(reference.x) == [0.0, pytest.approx(0.52)]  # … which the reference line spans from 0
 
 
 def test_values_parse_as_numbers_in_the_order_typed():

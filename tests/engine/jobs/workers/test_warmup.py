@@ -48,6 +48,7 @@ def test_a_worker_warms_up_before_registering_and_records_nothing(home, store):
     log = worker.stderr
     assert "warm-up took" in log
     assert log.index("warm-up took") < log.index("started as")
+    assert "datasets loaded ahead of runs: digits" in log  # and any other whose files are here
     [run] = store.list_runs()
     assert run.id == submitted and run.status is RunStatus.FINISHED  # the warm-up run left no record
     assert run.progress_step == run.total_steps
