@@ -1,6 +1,6 @@
 """`python -m bench [--quick] [--json PATH] [--threads N] [--suite NAME ...]`: run the suites, print a markdown
 table, write JSON. The `opacus` and `memory` suites need the benchmark-only Opacus (`make bench` installs it).
-Without `--suite`, every suite but the research comparison `aniso` (about 13 minutes; name it to run it)."""
+Without `--suite`, every suite but the research figures `aniso` (about 13 minutes) and `audit` (name them)."""
 
 import argparse
 import json
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from bench import accounting, aniso, archive, dashboard, jobs, noise, sweep, throughput, utility
+from bench import accounting, aniso, archive, audit, dashboard, jobs, noise, sweep, throughput, utility
 from engine.training import pick_device
 
 
@@ -46,8 +46,9 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "dashboard": dashboard.run,
     "aniso": aniso.run,
     "noise": noise.run,
+    "audit": audit.run,
 }
-BY_NAME_ONLY = ("aniso",)
+BY_NAME_ONLY = ("aniso", "audit")
 
 
 def _cpu_model() -> str:
@@ -83,7 +84,7 @@ def _fmt(value: float) -> str:
 def markdown_table(records: list[dict]) -> str:
     lines = ["| figure | value | unit | compared |", "|---|---:|---|---|"]
     for r in records:
-        compared = f"{r['numerator']} / {r['denominator']}" if "numerator" in r else ""
+        compared = f"{r['numerator']} / {r['denominator']}" if "numerator" in r else r.get("compared", "")
         lines.append(f"| {r['name']} | {_fmt(r['value'])} | {r['unit']} | {compared} |")
     return "\n".join(lines)
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from app import services
 from app.common import charts, report, run_actions, train_baseline
+from app.common.audit_note import audit_of, audit_text
 from app.common.labels import ALGORITHM_NAMES, dataset_label
 from app.common.results import remaining_seconds
 from app.common.safe_text import literal, timestamp_text
@@ -115,6 +116,8 @@ def _run_body(run: RunRecord) -> None:
     frame = spent_so_far(services.metrics_frame(run.id), run)
     _progress(run, frame, total)
     _headline(run, frame)
+    if (audit := audit_of(run.result)) is not None:
+        st.info(audit_text(audit, _number_or_none((run.result or {}).get("epsilon"))), icon=":material/fact_check:")
     if isinstance(stack := (run.result or {}).get("stack"), dict) and stack:
         st.info(stack_text(stack, run.engine_version), icon=":material/stacks:")
     stopped = run.status in (RunStatus.CANCELLED, RunStatus.FAILED)  # the x axis ends where it stopped

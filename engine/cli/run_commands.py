@@ -183,6 +183,8 @@ def run_line(r: RunRecord) -> str:
         spent = r.result.get("epsilon")
         epsilon = "∞" if spent is None else epsilon_text(spent, ".3f") if isinstance(spent, float | int) else "?"
         summary = f"ε={epsilon} acc={_shown(r.result.get('test_accuracy'), '.3f')}"
+        if isinstance(audit := r.result.get("audit"), dict) and isinstance(audit.get("epsilon"), float | int):
+            summary += f" audited ε≥{audit['epsilon']:.3f} (ceiling {_shown(audit.get('ceiling'), '.3f')})"
     elif r.status is RunStatus.RUNNING and r.total_steps:
         summary = f"step {r.progress_step}/{r.total_steps}"
     created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at))

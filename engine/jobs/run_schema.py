@@ -106,7 +106,7 @@ def check_spec(spec: Mapping[str, Any]) -> None:
             raise RunShapeError(f"spec.{key}", f"must be {kind}; got {brief(value)}")
         if key == "hidden" and not (isinstance(value, list) and all(_whole(w) for w in value)):
             raise RunShapeError("spec.hidden", f"must be a list of integers; got {brief(value)}")
-        if key in (*SCHEDULES, "schema") and not isinstance(value, dict):
+        if key in (*SCHEDULES, "schema", "audit") and not isinstance(value, dict):
             raise RunShapeError(f"spec.{key}", f"must be an object; got {brief(value)}")
 
 
@@ -137,6 +137,20 @@ def check_result(result: Mapping[str, Any]) -> None:
         raise RunShapeError("result.test_accuracy", f"must be in [0, 1]; got {brief(result['test_accuracy'])}")
     if (stack := result.get("stack")) is not None:
         check_stack(stack)
+    if (audit := result.get("audit")) is not None:
+        check_audit(audit)
+
+
+AUDIT_NUMBERS = ("canaries", "guesses", "correct", "epsilon", "ceiling", "confidence", "delta")
+
+
+def check_audit(audit: Any) -> None:
+    """An audited run's canaries (`engine.training.canaries`): the numbers the run panel shows beside ε."""
+    if not isinstance(audit, Mapping):
+        raise RunShapeError("result.audit", f"must be an object; got {brief(audit)}")
+    for key in AUDIT_NUMBERS:
+        if not _finite(audit.get(key)):
+            raise RunShapeError(f"result.audit.{key}", f"must be a number; got {brief(audit.get(key))}")
 
 
 def check_stack(stack: Mapping[str, Any]) -> None:

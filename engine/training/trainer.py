@@ -23,6 +23,7 @@ from engine.training.algorithms.learners.training import train_learner
 from engine.training.algorithms.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step, with_constant_feature
 from engine.training.algorithms.nonprivate import ShuffledBatches, nonprivate_step
 from engine.training.algorithms.optimizers import OptimizerName, make_optimizer, set_learning_rate
+from engine.training.canaries import GradientCanaries, InputCanaries, audited, make_canaries
 from engine.training.clipping import make_clipper
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan, plan_run
@@ -82,6 +83,7 @@ class TrainResult:
     seconds: float
     device: str
     stack: dict | None = None  # trained in a vectorized stack (`algorithms.stacked`): size, lead seed, joint ε
+    audit: dict | None = None  # an audited run's canaries (`canaries.audited`): ε̂, its ceiling, the counts
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -189,7 +191,11 @@ def train(
     ).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(OptimizerName(spec.optimizer), params, lr=spec.lr, momentum=spec.momentum)
-    step_once = make_step(spec, plan, model, optimizer, x_train, y_train, streams)
+    canaries = make_canaries(spec, params, n_features=x_train.shape[1], n_classes=data.n_classes, device=device)
+    if isinstance(canaries, InputCanaries):  # those that are in are examples like any other
+        x_train, y_train = canaries.training_set(x_train, y_train)
+    gradient_canaries = canaries if isinstance(canaries, GradientCanaries) else None
+    step_once = make_step(spec, plan, model, optimizer, x_train, y_train, streams, canaries=gradient_canaries)
     eval_every = max(1, plan.steps // EVALUATIONS_PER_RUN)
     emit = on_step or (lambda record: None)
 
@@ -221,7 +227,7 @@ def train(
         emit(StepRecord(**record))
         if stop:
             break
-    return result_of(
+    result = result_of(
         plan,
         spec,
         accuracy=accuracy,
@@ -230,6 +236,7 @@ def train(
         seconds=time.perf_counter() - started,
         device=device,
     )
+    return result if canaries is None else audited(result, canaries, model, delta=plan.delta)
 
 
 def build_run_model(spec: RunSpec, *, n_features: int, n_classes: int, image_shape) -> nn.Module:
@@ -241,9 +248,9 @@ def build_run_model(spec: RunSpec, *, n_features: int, n_classes: int, image_sha
 
 
 def make_step(
-    spec: RunSpec, plan: TrainingPlan, model: nn.Module, optimizer, x, y, streams
+    spec: RunSpec, plan: TrainingPlan, model: nn.Module, optimizer, x, y, streams, *, canaries=None
 ) -> Callable[[int], StepStats]:
-    """The algorithm's step as a function of the (1-based) step number."""
+    """The algorithm's step as a function of the (1-based) step number (DP-SGD's with its audit's `canaries`)."""
     algorithm = Algorithm(spec.algorithm)
     if algorithm is Algorithm.NONPRIVATE:
         batches = ShuffledBatches(len(x), plan.lot_size, streams["shuffle"].generator(), x.device)
@@ -292,6 +299,7 @@ def make_step(
         physical_batch_size=spec.physical_batch_size,
         sampling_generator=streams["sampling"],
         noise_generator=streams["noise"],
+        canaries=canaries,
     )
 
 

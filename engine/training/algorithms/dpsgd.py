@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from engine.training.canaries import GradientCanaries
 from engine.training.clipping import BookKeepingClipper, ClippedSum, MaterializedClipper, per_layer_thresholds
 from engine.training.config.plan import TrainingPlan
 from engine.training.noise import RandomSource, add_gaussian_noise, sample_poisson_lot
@@ -168,14 +169,22 @@ def dpsgd_step(
     physical_batch_size: int | None,
     sampling_generator: RandomSource,
     noise_generator: RandomSource,
+    canaries: GradientCanaries | None = None,
 ) -> StepStats:
-    """Step `step` (1-based) of the plan; the lot and the noise come from the run's streams (`noise`)."""
+    """Step `step` (1-based) of the plan; the lot and the noise come from the run's streams (`noise`). With
+    `canaries` (an audited run), the canaries in this lot join the clipped sum and the noisy sum scores them."""
     clip_norm = plan.clip_norm_at(step)
     optimizer.zero_grad(set_to_none=True)  # the last update's gradient need not outlive it
     lot = sample_poisson_lot(len(x), plan.sampling_rate, sampling_generator, x.device)
     thresholds = clip_thresholds(clipper, clip_norm, plan.clipping)
     clipped = clip_and_accumulate(clipper, x[lot], y[lot], thresholds, physical_batch_size)
-    noisy = add_gaussian_noise(clipped.grads, noise_std(plan, step), noise_generator)
+    canary_norm = min(thresholds) if isinstance(thresholds, tuple) else thresholds  # within every layer's threshold
+    if canaries is not None:
+        canaries.insert(clipped.grads, rate=plan.sampling_rate, magnitude=canary_norm)
+    std = noise_std(plan, step)
+    noisy = add_gaussian_noise(clipped.grads, std, noise_generator)
+    if canaries is not None:
+        canaries.observe(noisy, magnitude=canary_norm, noise_std=std, rate=plan.sampling_rate)
     update = average(noisy, plan)
     for param, g in zip(clipper.params, update, strict=True):
         param.grad = g

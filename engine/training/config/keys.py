@@ -116,7 +116,7 @@ CALIBRATION_ACCOUNTANTS = ("rdp", "pld")
 ANISO_KEYS = ("aniso_granularity", "aniso_smoothing", "aniso_max_ratio")
 LEARNER_KEYS = ("dataset", "model", "algorithm", "seed", "delta", "target_epsilon", "schema", "data_sha256")
 KEYS_BY_ALGORITHM = {
-    Algorithm.DPSGD: (*COMMON_KEYS, *PRIVATE_KEYS, "lot_size"),
+    Algorithm.DPSGD: (*COMMON_KEYS, *PRIVATE_KEYS, "lot_size", "audit"),
     Algorithm.NOISY_GD: (*COMMON_KEYS, *PRIVATE_KEYS, "count_epsilon"),
     Algorithm.NONPRIVATE: (*COMMON_KEYS, "lot_size"),
     Algorithm.ANISO_DPSGD: (*COMMON_KEYS, *(k for k in PRIVATE_KEYS if k != "clipping"), "lot_size", *ANISO_KEYS),

@@ -22,6 +22,7 @@ from typing import Any
 from engine.privacy.limits import NumberRange, brief
 from engine.privacy.planning import MAX_TRAINING_STEPS, steps_for
 from engine.training.algorithms.optimizers import DEFAULT_MOMENTUM, OptimizerName
+from engine.training.config.audit import AuditError, parse_audit
 from engine.training.config.keys import (
     ALGORITHMS,
     ALL_KEYS,
@@ -110,6 +111,7 @@ class RunSpec:
     rounds: int | None = None  # online learners: rounds T, one training example each
     schema: dict | None = None  # csv:PATH datasets: the declared schema
     data_sha256: str | None = None  # csv:PATH datasets: the file the run is bound to
+    audit: dict | None = None  # dpsgd: canaries for a one-run audit of ε (`config.audit`)
 
     @property
     def private(self) -> bool:
@@ -332,6 +334,11 @@ def _training_options(
     raw: Mapping[str, Any], algorithm: Algorithm, values: dict[str, Any], info: DatasetInfo, model: str
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"lr_schedule": _schedule("lr_schedule", raw)}
+    if "audit" in raw:
+        try:
+            out["audit"] = parse_audit(raw["audit"])
+        except AuditError as exc:
+            raise SpecError("audit", str(exc)) from None
     optimizer = _choice("optimizer", raw.get("optimizer", OptimizerName.SGD.value), tuple(OptimizerName))
     out["optimizer"] = optimizer
     if optimizer == OptimizerName.MOMENTUM:

@@ -67,10 +67,11 @@ JOINT_ACCOUNTANTS = ("rdp", "pld")  # the joint ε is the tightest of these for 
 
 def stack_key(spec: RunSpec) -> str | None:
     """Specs with equal keys can train as one stack; None: this spec never stacks (not DP-SGD with flat
-    clipping). DP-PCA runs stack too: members whose PCA releases differ (another seed or σ_p) each get their own.
+    clipping, or audited). DP-PCA runs stack too: members whose PCA releases differ (another seed or σ_p) each get
+    their own.
     Only runs of one noise mode stack (a release-mode stack draws its lots from the OS too)."""
-    if spec.algorithm != Algorithm.DPSGD or spec.clipping not in (None, "flat"):
-        return None
+    if spec.algorithm != Algorithm.DPSGD or spec.clipping not in (None, "flat") or spec.audit is not None:
+        return None  # an audited run trains alone: its canaries join its own lots only
     shared = {key: getattr(spec, key) for key in STACK_KEYS}
     return json.dumps(shared, sort_keys=True, default=list)
 
