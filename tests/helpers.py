@@ -146,3 +146,27 @@ def synthetic_csv(rows: int = 200, seed: int = 0) -> bytes:
         label = "yes" if (age > 50) ^ (rng.random() < 0.1) else "no"
         lines.append(f"{age},{rng.uniform(0, 200_000):.2f},{city},free text {i},{label}")
     return ("\n".join(lines) + "\n").encode()
+
+
+def synthetic_schema() -> dict:
+    """The schema `synthetic_csv` is written against (a fresh dict: a test may change its copy)."""
+    return {
+        "target": "label",
+        "classes": ["no", "yes"],
+        "numeric": {"age": [17, 100], "income": [0, 250_000]},
+        "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
+        "test_fraction": 0.25,
+    }
+
+
+def binary_spec(dataset_fields: dict, algorithm: str, *, epochs: int, **changes) -> dict:
+    """A spec of `algorithm` on a two-class CSV (`dataset_fields`: its dataset and schema keys), with the options
+    each algorithm needs; `changes` applied last, a None removing its key."""
+    base = dataset_fields | {"algorithm": algorithm, "seed": 0, "delta": 1e-4, "target_epsilon": 2.0}
+    if algorithm in ("noisy_gd", "nonprivate"):
+        base |= {"model": "logreg", "epochs": epochs, "lr": 1.0, "clip_norm": 1.0}
+    if algorithm == "sq_laplace":
+        base |= {"epochs": epochs, "lr": 1.0}
+    if algorithm in ("rwm_online", "rwm_linear", "expmech_stumps"):
+        base |= {"thresholds": 8}
+    return {k: v for k, v in (base | changes).items() if v is not None}

@@ -4,16 +4,19 @@ in, and the ceiling its canaries could reach, so a small ε̂ is never read as p
 from collections.abc import Mapping
 from typing import Any
 
+from engine.jobs.run_schema import RunShapeError, check_audit
 from engine.privacy import epsilon_text
-
-KINDS = {"gradient": "gradient canaries (white-box)", "input": "input canaries (black-box)"}
+from engine.privacy.auditing import CANARY_KINDS
 
 
 def audit_of(result: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The audit stored with a run's result, when it is one of this engine's (numbers where numbers belong)."""
+    """The audit stored with a run's result, when it has the shape the engine writes (`check_audit`)."""
     audit = (result or {}).get("audit")
-    fields = ("canaries", "guesses", "correct", "epsilon", "ceiling", "confidence", "delta")
-    if not isinstance(audit, Mapping) or not all(isinstance(audit.get(f), int | float) for f in fields):
+    if audit is None:
+        return None
+    try:
+        check_audit(audit)
+    except RunShapeError:
         return None
     return audit
 
@@ -21,7 +24,7 @@ def audit_of(result: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 def audit_text(audit: Mapping[str, Any], epsilon: float | None) -> str:
     """One paragraph: ε̂ ≤ true ε ≤ reported ε, the guesses behind ε̂ and the ceiling."""
     reported = "∞" if epsilon is None else epsilon_text(epsilon, ".3f")
-    kind = KINDS.get(str(audit.get("kind")), "canaries")
+    kind = CANARY_KINDS.get(str(audit.get("kind")), "canaries")
     return (
         f"**Audited**: {audit['epsilon']:.3f} ≤ true ε ≤ {reported} ({audit['confidence']:.0%} confidence for the "
         f"lower end, δ = {audit['delta']:.3g}). {audit['correct']:,} of {audit['guesses']:,} guesses about "

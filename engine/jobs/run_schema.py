@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cache import RunStatus
+from engine.privacy.auditing import AUDIT_FIELDS
 from engine.privacy.limits import brief
 from engine.training import TrainResult
 from engine.training.config.keys import CALIBRATION_ACCOUNTANTS, RANGES, SCHEDULES
@@ -141,14 +142,11 @@ def check_result(result: Mapping[str, Any]) -> None:
         check_audit(audit)
 
 
-AUDIT_NUMBERS = ("canaries", "guesses", "correct", "epsilon", "ceiling", "confidence", "delta")
-
-
 def check_audit(audit: Any) -> None:
     """An audited run's canaries (`engine.training.canaries`): the numbers the run panel shows beside ε."""
     if not isinstance(audit, Mapping):
         raise RunShapeError("result.audit", f"must be an object; got {brief(audit)}")
-    for key in AUDIT_NUMBERS:
+    for key in AUDIT_FIELDS:
         if not _finite(audit.get(key)):
             raise RunShapeError(f"result.audit.{key}", f"must be a number; got {brief(audit.get(key))}")
 

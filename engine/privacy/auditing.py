@@ -15,8 +15,8 @@ scores. m canaries can never show more than the **ceiling**: ε̂ when every one
 (`audit_ceiling`); a small ε̂ from few canaries is no evidence that the run is private.
 """
 
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.optimize
@@ -32,7 +32,7 @@ DEFAULT_CONFIDENCE = 0.95
 MIN_CANARIES = 10
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CanaryAudit:
     """What one run's canaries show: `epsilon` (ε̂, a lower bound on ε with probability `confidence`), from
     `correct` right guesses out of `guesses` among `canaries`; `ceiling` is the most ε̂ those canaries could show."""
@@ -46,15 +46,11 @@ class CanaryAudit:
     delta: float
 
     def to_dict(self) -> dict[str, float | int]:
-        return {
-            "canaries": self.canaries,
-            "guesses": self.guesses,
-            "correct": self.correct,
-            "epsilon": self.epsilon,
-            "ceiling": self.ceiling,
-            "confidence": self.confidence,
-            "delta": self.delta,
-        }
+        return dataclasses.asdict(self)
+
+
+AUDIT_FIELDS = tuple(field.name for field in dataclasses.fields(CanaryAudit))  # what a stored audit holds
+CANARY_KINDS = {"gradient": "gradient canaries (white-box)", "input": "input canaries (black-box)"}
 
 
 def check_audit(canaries: int, guesses: int, correct: int, significance: float, delta: float) -> None:
@@ -150,7 +146,7 @@ def audit_scores(
 
 def audit_sentence(audit: CanaryAudit, *, kind: str) -> str:
     """The audit in the run's privacy statement: the lower bound beside the ceiling, read as what it is."""
-    canaries = {"gradient": "gradient canaries (white-box)", "input": "input canaries (black-box)"}.get(kind, kind)
+    canaries = CANARY_KINDS.get(kind, kind)
     return (
         f"Audited with {audit.canaries:,} {canaries}, each in the training data with probability ½ (Steinke, Nasr & "
         f"Jagielski 2023): {audit.correct:,} of {audit.guesses:,} membership guesses right, so the true ε is at "

@@ -49,6 +49,8 @@ def public_generator(seed: int, salt: int) -> torch.Generator:
 class GradientCanaries:
     """Dirac canaries over the trainable parameters `params` (in the order the clipped sums list them)."""
 
+    kind = "gradient"
+
     def __init__(self, params: list[Tensor], *, canaries: int, seed: int):
         sizes = [p.numel() for p in params]
         total = sum(sizes)
@@ -96,12 +98,15 @@ class GradientCanaries:
         self.scores += np.logaddexp(math.log1p(-rate), math.log(rate) + (residual - 0.5) / spread**2)
         self.level += LEVEL_RATE * (released - self.level)
 
-    def audit(self, *, delta: float) -> CanaryAudit:
+    def audit(self, model: nn.Module, *, delta: float) -> CanaryAudit:
+        """ε̂ from the scores the released sums gave (the final `model` adds nothing a white-box auditor lacks)."""
         return audit_scores(self.scores, self.members, delta=delta)
 
 
 class InputCanaries:
     """Out-of-distribution inputs with random labels, the ones that are in appended to the training set."""
+
+    kind = "input"
 
     def __init__(self, *, canaries: int, n_features: int, n_classes: int, seed: int, device: torch.device):
         generator = public_generator(seed, 2)
@@ -137,7 +142,6 @@ def make_canaries(
 def audited(result: "TrainResult", canaries: Canaries, model: nn.Module, *, delta: float) -> "TrainResult":
     """The run's result with its audit (the counts and ε̂ with its ceiling, never the membership), and a sentence
     saying what it shows in its privacy statement."""
-    audit = canaries.audit(model, delta=delta) if isinstance(canaries, InputCanaries) else canaries.audit(delta=delta)
-    kind = "input" if isinstance(canaries, InputCanaries) else "gradient"
-    statement = f"{result.privacy_statement} {audit_sentence(audit, kind=kind)}"
-    return replace(result, audit={"kind": kind, **audit.to_dict()}, privacy_statement=statement)
+    audit = canaries.audit(model, delta=delta)
+    statement = f"{result.privacy_statement} {audit_sentence(audit, kind=canaries.kind)}"
+    return replace(result, audit={"kind": canaries.kind, **audit.to_dict()}, privacy_statement=statement)

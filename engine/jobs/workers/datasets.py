@@ -14,10 +14,11 @@ writes to a dataset's arrays (`tests/engine/jobs/workers/test_datasets.py` check
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from engine.training import Dataset, DatasetError, RunSpec, load_dataset
+from engine.training import Dataset, DatasetError, load_dataset
 from engine.training.datasets import DATASETS, DatasetInfo
 
 log = logging.getLogger("dplab.worker")
@@ -34,22 +35,24 @@ class LoadedDatasets:
         self.data_dirs, self.budget_bytes = list(data_dirs), budget_bytes
         self.kept: OrderedDict[tuple, Dataset] = OrderedDict()
 
-    def get(self, spec: RunSpec) -> Dataset:
-        """The spec's dataset: kept, or loaded (and kept when it fits)."""
-        key = dataset_key(spec.dataset, data_sha256=spec.data_sha256, schema=spec.schema)
+    def get(self, spec: Mapping[str, Any]) -> Dataset:
+        """The dataset of a stored (canonical, validated) spec: kept, or loaded (and kept when it fits). The spec is
+        not parsed again here: for an upload that would hash its file once more (training parses it, and refuses
+        a file that changed since the spec was made)."""
+        schema = spec.get("schema")
+        key = dataset_key(spec["dataset"], data_sha256=spec.get("data_sha256"), schema=schema)
         if (data := self.kept.get(key)) is not None:
             self.kept.move_to_end(key)
             return data
-        data = load_dataset(spec.dataset, self.data_dirs, schema=spec.schema)
+        data = load_dataset(spec["dataset"], self.data_dirs, schema=schema)
         self.keep(key, data)
         return data
 
     def keep(self, key: tuple, data: Dataset) -> None:
-        size = dataset_bytes(data)
-        if size > self.budget_bytes:
+        if dataset_bytes(data) > self.budget_bytes:
             return
         self.kept[key] = data
-        while sum(dataset_bytes(d) for d in self.kept.values()) > self.budget_bytes:
+        while self.kept_bytes > self.budget_bytes:
             self.kept.popitem(last=False)
 
     @property

@@ -28,7 +28,7 @@ from engine.jobs import settings
 from engine.jobs.recording import RunRecorder, start_stack
 from engine.jobs.run_training import StopTraining, train_claimed, train_claimed_stack
 from engine.jobs.workers.datasets import LoadedDatasets
-from engine.training import parse_spec, pick_device
+from engine.training import pick_device
 
 log = logging.getLogger("dplab.worker")
 
@@ -164,7 +164,7 @@ class Worker:
                 sink=recorder.write,
                 plan=plan,
                 should_stop=lambda: self._should_stop(recorder),
-                dataset=self.datasets.get(parse_spec(run.spec)),
+                dataset=self.datasets.get(run.spec),
             )
             log.info("run %s: %s", run.id, recorder.finished(result).value)
         except (StopTraining, Shutdown):
@@ -193,7 +193,7 @@ class Worker:
                 plans=plans,
                 sinks=[r.write for r in recorders],
                 should_stops=[partial(self._should_stop, r) for r in recorders],
-                dataset=self.datasets.get(parse_spec(runs[0].spec)),
+                dataset=self.datasets.get(runs[0].spec),
             )
             for recorder, result in zip(recorders, results, strict=True):
                 log.info("run %s: %s", recorder.run.id, recorder.finished(result).value)

@@ -23,17 +23,11 @@ from engine.jobs.queue import submit
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
 from tests import browser_helpers as helpers
-from tests.helpers import cli, fast_spec, free_port, synthetic_csv
+from tests.helpers import cli, fast_spec, free_port, synthetic_csv, synthetic_schema
 
 TIMEOUT_MS = 60_000
 UPLOAD_LABEL = "Clinic survey (synthetic)"
-SCHEMA = {
-    "target": "label",
-    "classes": ["no", "yes"],
-    "numeric": {"age": [17, 100], "income": [0, 250_000]},
-    "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
-    "test_fraction": 0.25,
-}
+SCHEMA = synthetic_schema()
 
 
 @pytest.fixture(scope="module")

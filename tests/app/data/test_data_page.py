@@ -15,7 +15,7 @@ from engine.jobs.queue import submit
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
 from tests.apptest_helpers import errors, metrics, open_page, table_with, upload
-from tests.helpers import fast_spec, synthetic_csv
+from tests.helpers import fast_spec, synthetic_csv, synthetic_schema
 
 
 def declare_bounds(at: AppTest, **bounds: tuple[float, float]) -> AppTest:
@@ -98,13 +98,7 @@ def test_a_csv_goes_from_upload_through_its_schema_to_a_saved_dataset(home, stor
 
 
 def test_a_saved_upload_is_offered_on_the_train_page_and_trains_with_its_schema(home, store):
-    schema = {
-        "target": "label",
-        "classes": ["no", "yes"],
-        "numeric": {"age": [17, 100], "income": [0, 250_000]},
-        "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
-        "test_fraction": 0.25,
-    }
+    schema = synthetic_schema()
     saved = data_upload.save_upload(
         home, file_name="people.csv", data=synthetic_csv(), raw_schema=schema, label="People (synthetic)"
     )

@@ -12,15 +12,9 @@ from app.services import uploads as data_upload
 from cache import RunStatus
 from engine.jobs.workers.worker import Worker
 from tests.apptest_helpers import chart_titles, open_page
-from tests.helpers import synthetic_csv
+from tests.helpers import synthetic_csv, synthetic_schema
 
-SCHEMA = {
-    "target": "label",
-    "classes": ["no", "yes"],
-    "numeric": {"age": [17, 100], "income": [0, 250_000]},
-    "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
-    "test_fraction": 0.25,
-}
+SCHEMA = synthetic_schema()
 
 
 @pytest.fixture

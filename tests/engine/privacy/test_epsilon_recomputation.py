@@ -34,15 +34,9 @@ from engine.jobs.queue import submit
 from engine.jobs.sweep import submit_sweep
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
-from tests.helpers import fast_spec, synthetic_csv
+from tests.helpers import binary_spec, fast_spec, synthetic_csv, synthetic_schema
 
-SCHEMA = {
-    "target": "label",
-    "classes": ["no", "yes"],
-    "numeric": {"age": [17, 100], "income": [0, 250_000]},
-    "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
-    "test_fraction": 0.25,
-}
+SCHEMA = synthetic_schema()
 OPTIMISTIC_GRID = 1e-3  # the lower bound's discretization: coarser only lowers it further (it stays a lower bound)
 LOWER_BOUND_POINTS = 3  # steps at which the true ε is bounded from below (the last is the final step)
 
@@ -52,14 +46,7 @@ def digits(**changes) -> dict:
 
 
 def binary(upload: data_upload.SavedUpload, algorithm: str, **changes) -> dict:
-    base = upload.spec_fields() | {"algorithm": algorithm, "seed": 0, "delta": 1e-4, "target_epsilon": 2.0}
-    if algorithm in ("noisy_gd", "nonprivate"):
-        base |= {"model": "logreg", "epochs": 3, "lr": 1.0, "clip_norm": 1.0}
-    if algorithm == "sq_laplace":
-        base |= {"epochs": 3, "lr": 1.0}
-    if algorithm in ("rwm_online", "rwm_linear", "expmech_stumps"):
-        base |= {"thresholds": 8}
-    return {k: v for k, v in (base | changes).items() if v is not None}
+    return binary_spec(upload.spec_fields(), algorithm, epochs=3, **changes)
 
 
 def single_specs(csv: data_upload.SavedUpload) -> list[dict]:

@@ -12,15 +12,9 @@ from engine.jobs.workers.datasets import LoadedDatasets, dataset_bytes, preload_
 from engine.jobs.workers.worker import Worker
 from engine.training import DATASETS, Dataset, load_dataset, parse_spec, plan_spec, train
 from engine.training.algorithms.stacked import StackMember, train_stack
-from tests.helpers import fast_spec, synthetic_csv
+from tests.helpers import binary_spec, fast_spec, synthetic_csv, synthetic_schema
 
-SCHEMA = {
-    "target": "label",
-    "classes": ["no", "yes"],
-    "numeric": {"age": [17, 100], "income": [0, 250_000]},
-    "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
-    "test_fraction": 0.25,
-}
+SCHEMA = synthetic_schema()
 
 
 def fingerprint(data: Dataset) -> str:
@@ -31,15 +25,12 @@ def fingerprint(data: Dataset) -> str:
 
 
 def csv_spec(path, algorithm: str, **changes) -> dict:
-    base = {"dataset": f"csv:{path}", "schema": SCHEMA, "algorithm": algorithm, "seed": 0, "delta": 1e-4}
-    base |= {"target_epsilon": 2.0}
-    if algorithm in ("noisy_gd", "nonprivate"):
-        base |= {"model": "logreg", "epochs": 2, "lr": 1.0, "clip_norm": 1.0}
-    if algorithm == "sq_laplace":
-        base |= {"epochs": 2, "lr": 1.0}
-    if algorithm in ("rwm_online", "rwm_linear", "expmech_stumps"):
-        base |= {"thresholds": 8}
-    return {k: v for k, v in (base | changes).items() if v is not None}
+    return binary_spec({"dataset": f"csv:{path}", "schema": SCHEMA}, algorithm, epochs=2, **changes)
+
+
+def stored(raw: dict) -> dict:
+    """The spec as the store holds it, which is what a worker hands `LoadedDatasets.get`."""
+    return parse_spec(raw).to_dict()
 
 
 @pytest.fixture
@@ -51,18 +42,17 @@ def upload(tmp_path):
 
 def test_a_dataset_is_loaded_once_and_shared_by_later_runs():
     datasets = LoadedDatasets([], budget_bytes=2**30)
-    spec = parse_spec(fast_spec())
-    first = datasets.get(spec)
-    assert datasets.get(parse_spec(fast_spec(seed=7, lot_size=32))) is first  # another run, the same arrays
+    first = datasets.get(stored(fast_spec()))
+    assert datasets.get(stored(fast_spec(seed=7, lot_size=32))) is first  # another run, the same arrays
     assert fingerprint(first) == fingerprint(load_dataset("digits"))
     assert datasets.kept_bytes == dataset_bytes(first)
 
 
 def test_nothing_is_kept_beyond_the_budget_and_the_least_recent_goes_first(upload, tmp_path):
-    digits = parse_spec(fast_spec())
+    digits = stored(fast_spec())
     other = tmp_path / "other.csv"
     other.write_bytes(synthetic_csv(rows=300, seed=1))
-    people, others = (parse_spec(csv_spec(p, "noisy_gd")) for p in (upload, other))
+    people, others = (stored(csv_spec(p, "noisy_gd")) for p in (upload, other))
     sizes = {
         name: dataset_bytes(LoadedDatasets([], budget_bytes=2**30).get(s))
         for name, s in (("digits", digits), ("people", people), ("others", others))
@@ -83,9 +73,9 @@ def test_nothing_is_kept_beyond_the_budget_and_the_least_recent_goes_first(uploa
 
 def test_a_changed_upload_is_loaded_again(upload):
     datasets = LoadedDatasets([], budget_bytes=2**30)
-    before = datasets.get(parse_spec(csv_spec(upload, "noisy_gd")))
+    before = datasets.get(stored(csv_spec(upload, "noisy_gd")))
     upload.write_bytes(synthetic_csv(rows=300, seed=5))  # new content: a new data_sha256
-    after = datasets.get(parse_spec(csv_spec(upload, "noisy_gd")))
+    after = datasets.get(stored(csv_spec(upload, "noisy_gd")))
     assert after is not before and fingerprint(after) != fingerprint(before)
     assert fingerprint(after) == fingerprint(load_dataset(f"csv:{upload}", schema=SCHEMA))
 
@@ -102,9 +92,7 @@ def test_preloading_the_shared_copies_fits_the_estimate(shared_datasets):
     loaded = datasets.preload()
     assert {"digits", "adult", "mnist", "fashion-mnist"} <= set(loaded)
     for name in loaded:
-        data = (
-            datasets.get(parse_spec(fast_spec(dataset=name))) if name == "digits" else datasets.kept[(name, None, None)]
-        )
+        data = datasets.get(stored(fast_spec(dataset=name))) if name == "digits" else datasets.kept[(name, None, None)]
         assert dataset_bytes(data) <= preload_estimate(DATASETS[name])
 
 
@@ -139,11 +127,11 @@ def test_a_worker_trains_its_runs_on_the_kept_dataset(store, monkeypatch):
     original = datasets.get
 
     def counted(spec):
-        loads.append(spec.dataset)
+        loads.append(spec["dataset"])
         return original(spec)
 
     monkeypatch.setattr(datasets, "get", counted)
-    kept = datasets.get(parse_spec(fast_spec()))
+    kept = datasets.get(stored(fast_spec()))
     ids = [submit(store, parse_spec(fast_spec(epochs=1, seed=seed))).run_id for seed in (1, 2)]
     worker = Worker(store, data_dirs=[], datasets=datasets)
     worker.run_forever(exit_when_idle=True)

@@ -374,17 +374,11 @@ def test_expmech_and_sq_stop_before_spending_when_asked(easy):
 def test_learners_run_end_to_end_from_the_cli(home, tmp_path):
     """`python -m engine train` on a two-class CSV: the exponential mechanism and the private linear learner each
     report an ε within the target and their privacy statement."""
-    from tests.helpers import cli, last_json, synthetic_csv
+    from tests.helpers import cli, last_json, synthetic_csv, synthetic_schema
 
     csv = tmp_path / "people.csv"
     csv.write_bytes(synthetic_csv(rows=300))
-    schema = {
-        "target": "label",
-        "classes": ["no", "yes"],
-        "numeric": {"age": [17, 100], "income": [0, 250_000]},
-        "categorical": {"city": ["Lyon", "Oslo", "Quito"]},
-        "test_fraction": 0.25,
-    }
+    schema = synthetic_schema()
     for algorithm in ("expmech_stumps", "rwm_linear"):
         spec = tmp_path / f"{algorithm}.json"
         spec.write_text(
