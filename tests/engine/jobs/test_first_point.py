@@ -3,11 +3,11 @@ background accountants begin only once that point is stored, and the dashboard's
 as the step is stored (or the run ends, or no worker claims it)."""
 
 import threading
-import time
 
 import pytest
 
 from cache import RunStatus
+from engine.jobs import queue
 from engine.jobs.queue import await_first_step, submit
 from engine.jobs.recording import RunRecorder
 from engine.jobs.run_training import MetricBatcher
@@ -81,22 +81,42 @@ def test_the_wait_after_train_ends_with_the_first_stored_step(store):
         thread.join(timeout=120)
 
 
-def test_the_wait_gives_up_on_a_run_no_worker_claims(store):
+class FakeClock:
+    """`time` for `engine.jobs.queue`: sleeping advances it, so the waits are checked without a wall clock."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(queue, "time", fake)
+    return fake
+
+
+def test_the_wait_gives_up_on_a_run_no_worker_claims(store, clock):
     run_id = submit(store, parse_spec(fast_spec())).run_id
-    started = time.monotonic()
-    await_first_step(store, run_id, timeout_s=60, unclaimed_s=0.2)
-    assert 0.2 <= time.monotonic() - started < 30  # after `unclaimed_s`, long before `timeout_s`
+    await_first_step(store, run_id, timeout_s=60, unclaimed_s=0.2, poll_s=0.03)
+    assert 0.2 < clock.now <= 0.2 + 0.03 + 1e-9  # one poll after `unclaimed_s`, long before `timeout_s`
     assert store.get_run(run_id).status is RunStatus.QUEUED
 
 
 @pytest.mark.parametrize("end", ["cancel", "timeout"])
-def test_the_wait_ends_with_the_run_or_at_its_timeout(store, end):
+def test_the_wait_ends_with_the_run_or_at_its_timeout(store, clock, end):
     run_id = submit(store, parse_spec(fast_spec())).run_id
     store.claim_next_group("w")  # claimed by a worker that never trains it
     if end == "cancel":
         store.request_cancel(run_id)
         store.finish(run_id, status=RunStatus.CANCELLED, result=None, worker="w")
-    started = time.monotonic()
-    await_first_step(store, run_id, timeout_s=0.3 if end == "timeout" else 60, unclaimed_s=0.0)
-    waited = time.monotonic() - started
-    assert waited < 30 and (waited >= 0.3 if end == "timeout" else True)
+    await_first_step(store, run_id, timeout_s=0.3 if end == "timeout" else 60, unclaimed_s=0.0, poll_s=0.03)
+    if end == "cancel":
+        assert clock.now == 0.0  # an ended run: no wait at all
+    else:
+        assert 0.3 <= clock.now < 0.3 + 0.03 + 1e-9  # polled until `timeout_s`, a claimed run never given up on
