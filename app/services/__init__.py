@@ -62,7 +62,9 @@ from app.services.sweep import (
     launch_sweep,
     list_sweeps,
     preview_sweep,
+    release_privacy,
     sweep_runs,
+    trials_composition,
     why_not_deletable,
 )
 from app.services.train import (
@@ -122,6 +124,7 @@ __all__ = [
     "privacy_plan",
     "queue_order",
     "recent_runs",
+    "release_privacy",
     "run_counts",
     "run_history",
     "run_names",
@@ -136,6 +139,7 @@ __all__ = [
     "suggest_csv_schema",
     "sweep_runs",
     "training_datasets",
+    "trials_composition",
     "uploaded_datasets",
     "why_not_deletable",
     "worker_health",

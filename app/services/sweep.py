@@ -3,12 +3,27 @@
 import json
 from dataclasses import dataclass
 
+import streamlit as st
+
 from app.services.store import get_store
 from cache import RunRecord, StoreError, SweepRecord
 from cache.store.maintenance import check_deletable, delete_runs
 from engine import ENGINE_VERSION
+from engine.jobs import search
 from engine.jobs.queue import answer_from_store
-from engine.jobs.sweep import MAX_RUNS, SweepError, SweepSubmission, expand_sweep, submit_sweep
+from engine.jobs.search import SweepPrivacy
+from engine.jobs.sweep import (
+    MAX_RUNS,
+    SweepError,
+    SweepSubmission,
+    expand_sweep,
+    grid_configurations,
+    privacy_of_sweep,
+    submit_sweep,
+    sweep_search,
+)
+from engine.privacy import PrivacyError
+from engine.privacy.selection import TrialCount
 from engine.training import SpecError, parse_spec
 
 
@@ -17,18 +32,29 @@ class SweepPreview:
     """What a grid spec would queue before anything is queued, or the error (naming the field) that stops it."""
 
     error: str | None = None
-    runs: int = 0
+    runs: int = 0  # a fixed grid's runs (a private search's count is drawn at launch)
     cached: int = 0  # answered by an identical finished run: nothing trains again
     active: int = 0  # an identical run is already queued or running: the sweep shares it
+    search: TrialCount | None = None  # a private search's number of trials
+    configurations: int = 0
 
 
 def preview_sweep(raw_grid: dict) -> SweepPreview:
-    """Validate every grid point as `submit_sweep` does and count those the store already answers (reads only)."""
+    """Validate every grid point as `submit_sweep` does and count those the store already answers (reads only).
+    A private search draws its trials at launch: only its configurations are checked here."""
     try:
+        if (trials := sweep_search(raw_grid)) is not None:
+            configurations = grid_configurations(raw_grid)
+            for point in configurations:
+                try:
+                    parse_spec({"seed": 0} | point.spec)
+                except SpecError as exc:
+                    raise SweepError(f"grid point {_point_label(point.values)}", str(exc)) from None
+            return SweepPreview(search=trials, configurations=len(configurations))
         points = expand_sweep(raw_grid)
         keys: dict[str, str] = {}
         for point in points:
-            label = ", ".join(f"{k}={json.dumps(v)}" for k, v in point.values.items())
+            label = _point_label(point.values)
             try:
                 key = parse_spec(point.spec).cache_key(ENGINE_VERSION)
             except SpecError as exc:
@@ -42,7 +68,29 @@ def preview_sweep(raw_grid: dict) -> SweepPreview:
     answers = [answer_from_store(store, key) for key in keys]
     cached = sum(a is not None and a.cached for a in answers)
     active = sum(a is not None and not a.cached for a in answers)
-    return SweepPreview(runs=len(points), cached=cached, active=active)
+    return SweepPreview(runs=len(points), cached=cached, active=active, configurations=len(points))
+
+
+def _point_label(values: dict) -> str:
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in values.items())
+
+
+@st.cache_data(show_spinner="Computing what releasing the best run costs…", max_entries=64)
+def release_privacy(raw_grid_json: str) -> SweepPrivacy | str:
+    """What releasing the best run of a grid spec (JSON text, the cache key) costs, or why it cannot be said."""
+    try:
+        return privacy_of_sweep(json.loads(raw_grid_json))
+    except SpecError as exc:
+        return str(exc)
+
+
+@st.cache_data(show_spinner="Composing every trial…", max_entries=64)
+def trials_composition(specs_json: str) -> tuple[str, float, float] | str:
+    """(accountant, ε, δ) of releasing every one of these raw run specs (JSON text), or why it cannot be said."""
+    try:
+        return search.trials_composition(json.loads(specs_json))
+    except (SpecError, PrivacyError) as exc:
+        return str(exc)
 
 
 def launch_sweep(raw_grid: dict) -> SweepSubmission:

@@ -97,9 +97,11 @@ def seeds_from(first_seed: int, count: int) -> list[int]:
     return list(range(first_seed, first_seed + count))
 
 
-def grid_spec(base: dict[str, Any], grid: dict[str, list], seeds: list[int], name: str = "") -> dict[str, Any]:
-    """The grid spec `engine.jobs.sweep.submit_sweep` takes."""
-    spec: dict[str, Any] = {"base": base, "grid": grid, "seeds": seeds}
+def grid_spec(
+    base: dict[str, Any], grid: dict[str, list], seeds: list[int], name: str = "", *, search: dict | None = None
+) -> dict[str, Any]:
+    """The grid spec `engine.jobs.sweep.submit_sweep` takes: every point × `seeds`, or a private `search`."""
+    spec: dict[str, Any] = {"base": base, "grid": grid} | ({"search": search} if search else {"seeds": seeds})
     if name.strip():
         spec["name"] = name.strip()
     return spec

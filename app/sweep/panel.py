@@ -13,6 +13,7 @@ from app import services
 from app.common import charts, report
 from app.common.safe_text import literal
 from app.common.train_baseline import majority_floor
+from app.sweep import release
 from app.sweep.frontier import (
     eta_text,
     finished_points,
@@ -77,6 +78,7 @@ def _live_sweep(sweep_id: str, spread: str) -> None:
 
 
 def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
+    release.headline(sweep, runs)
     counts = progress(runs)
     ended = counts[RunStatus.FINISHED] + counts[RunStatus.FAILED] + counts[RunStatus.CANCELLED]
     st.progress(ended / len(runs) if runs else 0.0, text=progress_text(runs))

@@ -5,7 +5,7 @@ import streamlit as st
 
 from app import services
 from app.common.safe_text import literal
-from app.sweep import base_spec, form, panel
+from app.sweep import base_spec, form, panel, release
 from app.sweep.frontier import SPREADS
 
 st.title("Sweep")
@@ -24,6 +24,7 @@ if problem:
     st.error(f"Cannot launch this sweep: {literal(problem)}")
 elif preview is not None:
     st.info(form.preview_text(choice, preview))
+    release.planned_cost(choice.spec)
 
 form.launch(choice, problem)
 

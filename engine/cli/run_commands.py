@@ -14,7 +14,7 @@ from engine.jobs.options import split_job_options
 from engine.jobs.queue import answer_from_store, new_run, submit
 from engine.jobs.recording import RunRecorder
 from engine.jobs.run_training import train_claimed
-from engine.jobs.sweep import SweepSubmission, submit_sweep
+from engine.jobs.sweep import SweepSubmission, privacy_of_sweep, submit_sweep
 from engine.jobs.workers import warmup
 from engine.jobs.workers.datasets import LoadedDatasets
 from engine.jobs.workers.worker import Heartbeat, Worker
@@ -109,12 +109,15 @@ def cmd_submit(args: argparse.Namespace, store: Store) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace, store: Store) -> None:
-    submission = submit_sweep(store, read_json_file(args.grid, what="grid spec"), force=args.force)
+    raw = read_json_file(args.grid, what="grid spec")
+    submission = submit_sweep(store, raw, force=args.force)
+    privacy = privacy_of_sweep(raw)  # every point parsed above: this names no new error
     if args.json:
-        emit(submission.to_dict())
+        emit(submission.to_dict() | {"release_best": privacy.to_dict()})
     else:
         counts = f"{submission.created} queued, {submission.cached} cached, {submission.existing} already queued"
         print(f"sweep {submission.sweep_id}: {len(submission.run_ids)} runs ({counts}){_stacks_note(submission)}")
+        print(privacy.sentence())
 
 
 def _stacks_note(submission: SweepSubmission) -> str:

@@ -13,6 +13,10 @@ and a point's error names the point. Setting `noise_multiplier` or `target_epsil
 replaces the other in the base (they are alternatives). Points answered by the result cache (or
 already queued) join the sweep without training again, unless `force`.
 
+`search` (instead of `seeds`) makes it a private search (`engine.jobs.search`): a random number of trials,
+each a grid point drawn at random with a random seed; only the best is meant for release, and its ε is the
+search's, not the composition of every run.
+
 `vectorize` (default true) stacks the new runs: runs whose specs can train together (equal
 `stack_key`: same data, model and lots, e.g. a σ or seed grid; not a grid over the model or the lot
 size) are cut, in grid order, into stacks of at most `DPLAB_STACK_MAX` runs that one worker trains
@@ -21,7 +25,6 @@ as one vectorized model, sharing Poisson lots. A stack of one is an ordinary run
 
 import itertools
 import json
-import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -31,10 +34,13 @@ from cache import Answer, NewRun, Store
 from engine.jobs import settings
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import new_run
+from engine.jobs.search import SweepPrivacy, draw_trials, parse_search, sweep_privacy
+from engine.privacy import PrivacyError
+from engine.privacy.selection import TrialCount
 from engine.training import RunSpec, SpecError, parse_spec, stack_key
 from engine.training.config.keys import ALL_KEYS
 
-SWEEP_KEYS = ("name", "base", "grid", "seeds", "on_worker_lost", "vectorize")
+SWEEP_KEYS = ("name", "base", "grid", "seeds", "search", "on_worker_lost", "vectorize")
 MAX_PARAMETERS = 2
 MAX_VALUES = 100
 MAX_SEEDS = 50
@@ -78,8 +84,9 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def expand_sweep(raw: Any) -> list[SweepPoint]:
-    """The grid points of a grid spec, in order (first parameter slowest, seeds fastest)."""
+def grid_configurations(raw: Any) -> list[SweepPoint]:
+    """The grid points of a grid spec without their seeds (each at the base spec's seed), in order (first
+    parameter slowest), after checking every key but `seeds` and `search`."""
     if not isinstance(raw, Mapping):
         raise SweepError("sweep", f"must be a JSON object, got {type(raw).__name__}")
     unknown = sorted(set(raw) - set(SWEEP_KEYS))
@@ -105,23 +112,67 @@ def expand_sweep(raw: Any) -> list[SweepPoint]:
         encoded = [json.dumps(v, sort_keys=True) for v in values]
         if len(set(encoded)) != len(encoded):
             raise SweepError(f"grid.{key}", "has a repeated value")
-    seeds = raw.get("seeds", [base.get("seed", 0)])
-    integers = isinstance(seeds, list) and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
-    if not integers or not 1 <= len(seeds) <= MAX_SEEDS or len(set(seeds)) != len(seeds):
-        raise SweepError("seeds", f"must be a list of 1 to {MAX_SEEDS} distinct integers")
-    total = len(seeds) * math.prod(len(v) for v in grid.values())
-    if total > MAX_RUNS:
-        raise SweepError("grid", f"expands to {total} runs; at most {MAX_RUNS} per sweep")
-
     points = []
-    for combo in itertools.product(*grid.values(), seeds):
-        values = dict(zip([*grid, "seed"], combo, strict=True))
+    for combo in itertools.product(*grid.values()):
+        values = dict(zip(grid, combo, strict=True))
         spec = dict(base)
         for key in grid:
             spec.pop(ALTERNATIVES.get(key, ""), None)
         spec.update(values)
         points.append(SweepPoint(values=values, spec=spec))
     return points
+
+
+def sweep_seeds(raw: Mapping[str, Any]) -> list[int]:
+    """The seeds every grid point trains with (a fixed grid's)."""
+    seeds = raw.get("seeds", [raw["base"].get("seed", 0)])
+    integers = isinstance(seeds, list) and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    if not integers or not 1 <= len(seeds) <= MAX_SEEDS or len(set(seeds)) != len(seeds):
+        raise SweepError("seeds", f"must be a list of 1 to {MAX_SEEDS} distinct integers")
+    return seeds
+
+
+def sweep_search(raw: Mapping[str, Any]) -> TrialCount | None:
+    """The trial count of a private search, or None for a fixed grid."""
+    if "search" not in raw:
+        return None
+    if "seeds" in raw:
+        raise SweepError("seeds", "a private search draws every trial's seed at random: give 'search' or 'seeds'")
+    try:
+        return parse_search(raw["search"])
+    except SpecError as exc:
+        raise SweepError(exc.field, str(exc).split(": ", 1)[1]) from None
+
+
+def expand_sweep(raw: Any) -> list[SweepPoint]:
+    """The runs of a grid spec, in order: every grid point × every seed (first parameter slowest, seeds fastest),
+    or, for a private search, the trials it draws (a new draw on every call)."""
+    configurations = grid_configurations(raw)
+    if (trials := sweep_search(raw)) is not None:
+        drawn = draw_trials([point.spec for point in configurations], trials)
+        keys = [*list(raw["grid"]), "seed"]
+        return [SweepPoint(values={k: spec[k] for k in keys}, spec=spec) for spec in drawn]
+    seeds = sweep_seeds(raw)
+    total = len(seeds) * len(configurations)
+    if total > MAX_RUNS:
+        raise SweepError("grid", f"expands to {total} runs; at most {MAX_RUNS} per sweep")
+    return [
+        SweepPoint(values=point.values | {"seed": seed}, spec=point.spec | {"seed": seed})
+        for point in configurations
+        for seed in seeds
+    ]
+
+
+def privacy_of_sweep(raw: Any) -> SweepPrivacy:
+    """What releasing the best run of this grid spec costs, as a fixed grid and as a private search
+    (`engine.jobs.search.sweep_privacy`)."""
+    configurations = grid_configurations(raw)
+    trials = sweep_search(raw)
+    seeds = 1 if trials is not None else len(sweep_seeds(raw))
+    try:
+        return sweep_privacy([point.spec for point in configurations], seeds=seeds, trials=trials)
+    except (SpecError, PrivacyError) as exc:
+        raise SweepError("grid", str(exc)) from None
 
 
 def _label(values: dict[str, Any]) -> str:

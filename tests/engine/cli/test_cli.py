@@ -203,6 +203,18 @@ def test_nonprivate_run_from_the_cli_reports_no_epsilon(home, tmp_path):
     assert "ε=∞" in cli(home, "runs").stdout
 
 
+def test_a_private_search_states_the_epsilon_of_its_best_run(home, tmp_path):
+    grid = tmp_path / "grid.json"
+    search = {"distribution": "geometric", "mean": 3}
+    grid.write_text(json.dumps({"base": fast_spec(epochs=1), "grid": {"lr": [0.5, 1.0, 2.0]}, "search": search}))
+    result = last_json(cli(home, "sweep", "--json", str(grid)))
+    release = result["release_best"]
+    assert release["searching"] and release["private_search"]["configurations"] == 3
+    assert release["epsilon"] == release["private_search"]["epsilon"] > 0
+    assert release["fixed_grid"]["runs"] == 3
+    assert len(result["run_ids"]) == result["created"] >= 1  # a geometric count is never 0
+
+
 @pytest.mark.slow
 def test_sklearn_baseline(home):
     result = last_json(cli(home, "baseline", "digits"))
@@ -214,7 +226,10 @@ def test_sweep_says_how_many_runs_train_in_vectorized_stacks(home, tmp_path, mon
     monkeypatch.delenv("DPLAB_STACK_MAX", raising=False)  # the default: at most 8 runs a stack
     grid = tmp_path / "grid.json"
     grid.write_text(json.dumps({"base": fast_spec(epochs=1), "grid": {"target_epsilon": [1.0, 2.0, 4.0]}}))
-    line = cli(home, "sweep", str(grid)).stdout.strip()
+    line, privacy = cli(home, "sweep", str(grid)).stdout.strip().splitlines()
+    assert (
+        privacy.startswith("Releasing the best of a fixed grid of 3 runs costs ε = ") and "A private search" in privacy
+    )
     assert line.endswith(
         ": 3 runs (3 queued, 0 cached, 0 already queued); 3 of the queued runs in 1 vectorized "
         "stack (at most 8 runs each)"

@@ -364,6 +364,15 @@ GRIDS: dict[str, tuple[object, str]] = {
     "grid values empty": ({"base": fast_spec(), "grid": {"lr": []}}, "grid.lr: must be a list of 1 to 100"),
     "grid of 101 values": ({"base": fast_spec(), "grid": {"lr": list(range(1, 102))}}, "a list of 1 to 100"),
     "grid repeated value": ({"base": fast_spec(), "grid": {"lr": [1, 1]}}, "grid.lr: has a repeated value"),
+    "search not an object": ({"base": fast_spec(), "grid": {"lr": [1]}, "search": 3}, "search: must be a JSON object"),
+    "search with seeds": (
+        {"base": fast_spec(), "grid": {"lr": [1]}, "search": {"distribution": "poisson", "mean": 2}, "seeds": [1]},
+        "seeds: a private search draws",
+    ),
+    "search mean too large": (
+        {"base": fast_spec(), "grid": {"lr": [1]}, "search": {"distribution": "logarithmic", "mean": 90}},
+        "search.mean: mean 90 is too large",
+    ),
     "seeds not a list": ({"base": fast_spec(), "grid": {"lr": [1]}, "seeds": 3}, "seeds: must be a list"),
     "seeds repeated": ({"base": fast_spec(), "grid": {"lr": [1]}, "seeds": [1, 1]}, "distinct integers"),
     "seeds booleans": ({"base": fast_spec(), "grid": {"lr": [1]}, "seeds": [True]}, "distinct integers"),

@@ -1,0 +1,83 @@
+"""What releasing the best run of a sweep costs: before launch (the plan) and for a sweep in the store (its best
+run so far, and the ε that covers releasing it: the composition of every run of a fixed grid, or the private
+search's bound when every trial ran)."""
+
+import json
+import math
+from typing import Any
+
+import streamlit as st
+
+from app import services
+from app.common.safe_text import literal
+from cache import RunRecord, RunStatus, SweepRecord
+from engine.jobs.search import SweepPrivacy, format_epsilon
+
+
+def grid_json(raw: Any) -> str:
+    return json.dumps(raw, sort_keys=True, default=str)
+
+
+def planned_cost(raw_grid: dict[str, Any]) -> None:
+    """The cost of releasing the best run of the sweep designed above, before anything trains."""
+    found = services.release_privacy(grid_json(raw_grid))
+    if isinstance(found, str):
+        st.warning(f"What releasing the best run would cost cannot be said: {literal(found)}")
+        return
+    st.info(f"**Releasing the best run.** {found.sentence()}", icon=":material/lock:")
+
+
+def best_run(runs: list[RunRecord]) -> RunRecord | None:
+    """The finished run with the highest final test accuracy (the score a search selects by)."""
+    scored = [
+        run
+        for run in runs
+        if run.status is RunStatus.FINISHED
+        and isinstance(accuracy := (run.result or {}).get("test_accuracy"), int | float)
+        and math.isfinite(accuracy)
+    ]
+    return max(scored, key=lambda run: run.result["test_accuracy"], default=None)
+
+
+def release_caveat(sweep: SweepRecord, runs: list[RunRecord]) -> str | None:
+    """Why the search's bound does not (yet) cover its best run: trials still to run, or trials cancelled."""
+    if "search" not in sweep.spec:
+        return None
+    if active := sum(run.status.active for run in runs):
+        return f"{active} trial(s) still to end: the bound covers the best of the search once every trial has ended."
+    if cancelled := sum(run.status is RunStatus.CANCELLED for run in runs):
+        return (
+            f"{cancelled} trial(s) were cancelled: the private-search bound assumes every drawn trial ran, so it does "
+            "not cover this search's best; releasing it costs the composition of every trial (below)."
+        )
+    return None
+
+
+def headline(sweep: SweepRecord, runs: list[RunRecord]) -> None:
+    """The sweep's headline: its best run so far and the ε of releasing it."""
+    found = services.release_privacy(grid_json(sweep.spec))
+    if isinstance(found, str):
+        st.warning(f"What releasing this sweep's best run costs cannot be said: {literal(found)}")
+        return
+    best = best_run(runs)
+    left, middle, right = st.columns(3)
+    epsilon, delta = release_epsilon(sweep, runs, found)
+    left.metric(
+        "ε of releasing the best run",
+        format_epsilon(epsilon),
+        help=f"At δ = {delta:.3g}: covers the best run's model and score; every other run stays in the lab.",
+    )
+    middle.metric("Best run (test accuracy)", f"{best.result['test_accuracy']:.2%}" if best else "—")
+    right.metric("Its id", best.id if best else "none finished yet")
+    if caveat := release_caveat(sweep, runs):
+        st.warning(caveat)
+    st.caption(found.sentence())
+
+
+def release_epsilon(sweep: SweepRecord, runs: list[RunRecord], found: SweepPrivacy) -> tuple[float, float]:
+    """(ε, δ) covering the release of this sweep's best run: the search's bound, or the composition of every trial
+    when some were cancelled; a fixed grid's composition of every run."""
+    if found.searching and any(run.status is RunStatus.CANCELLED for run in runs):
+        composed = services.trials_composition(grid_json([run.spec for run in runs]))
+        return (math.inf, found.delta) if isinstance(composed, str) else (composed[1], composed[2])
+    return found.headline_epsilon, found.headline_delta

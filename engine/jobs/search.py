@@ -1,0 +1,213 @@
+"""Private hyperparameter search, and what releasing the best run of a sweep costs.
+
+A grid spec with `"search": {"distribution": ..., "mean": μ, "shape": η}` is a **private search** (Papernot &
+Steinke 2022; `engine.privacy.selection`): instead of every grid point, it trains K trials, K drawn from the
+distribution with mean μ, each a configuration drawn uniformly from the grid with a random seed, and the best
+by final test accuracy is the one to release. Its ε covers that release alone (model and score), however many
+trials ran. The draws come from OS randomness and are not reproducible on purpose.
+
+For any sweep, `sweep_privacy` states both costs side by side: releasing the best of every run a fixed grid
+trains (plain composition of all of them: whoever picked the best looked at every one) and releasing the best
+of a private search over the same configurations.
+"""
+
+import dataclasses
+import json
+import math
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.privacy import PrivacyError
+from engine.privacy.selection import (
+    MAX_MEAN,
+    SearchEpsilon,
+    TrialCount,
+    TrialDistribution,
+    composition_epsilon,
+    search_epsilon,
+)
+from engine.training import SpecError, parse_spec, plan_spec
+
+SEARCH_KEYS = ("distribution", "mean", "shape")
+SEED_RANGE = 2**31  # a trial's seed: uniform on [0, SEED_RANGE)
+DEFAULT_SHAPE = 0.5  # the truncated negative binomial's η when none is given
+
+
+def parse_search(raw: Any) -> TrialCount:
+    """The trial count a grid spec's `search` asks for (`SpecError` naming the field)."""
+    if not isinstance(raw, Mapping):
+        raise SpecError("search", "must be a JSON object: {distribution, mean[, shape]}")
+    unknown = sorted(set(raw) - set(SEARCH_KEYS))
+    if unknown:
+        raise SpecError(f"search.{unknown[0]}", f"unknown key; allowed keys: {', '.join(SEARCH_KEYS)}")
+    names = [d.value for d in TrialDistribution]
+    if raw.get("distribution") not in names:
+        raise SpecError(
+            "search.distribution", f"must be one of {', '.join(names)}; got {raw.get('distribution')!r:.80}"
+        )
+    mean = raw.get("mean")
+    if (
+        isinstance(mean, bool)
+        or not isinstance(mean, int | float)
+        or not (math.isfinite(mean) and 1 <= mean <= MAX_MEAN)
+    ):
+        raise SpecError("search.mean", f"must be a number in [1, {MAX_MEAN:g}] (the expected number of trials)")
+    distribution = TrialDistribution(raw["distribution"])
+    shape = raw.get("shape")
+    if distribution is TrialDistribution.NEGATIVE_BINOMIAL:
+        shape = DEFAULT_SHAPE if shape is None else shape
+        if (
+            isinstance(shape, bool)
+            or not isinstance(shape, int | float)
+            or not (math.isfinite(shape) and 0 < shape <= 100)
+        ):
+            raise SpecError("search.shape", "must be a number in (0, 100] (η of the truncated negative binomial)")
+    elif shape is not None:
+        raise SpecError(
+            "search.shape", f"only the negative_binomial distribution has a shape, not {distribution.value}"
+        )
+    try:
+        return TrialCount(distribution=distribution, mean=float(mean), shape=None if shape is None else float(shape))
+    except PrivacyError as exc:
+        raise SpecError("search.mean", str(exc)) from None
+
+
+def draw_trials(configurations: Sequence[dict[str, Any]], trials: TrialCount) -> list[dict[str, Any]]:
+    """K trials (K from `trials`), each one of `configurations` drawn uniformly with a fresh seed; OS randomness.
+    Two trials never share a seed, so none trains the same run as another."""
+    count = trials.sample()
+    seeds: set[int] = set()
+    while len(seeds) < count:
+        seeds.add(secrets.randbelow(SEED_RANGE))
+    order = sorted(seeds, key=lambda _: secrets.randbits(64))
+    return [dict(configurations[secrets.randbelow(len(configurations))]) | {"seed": seed} for seed in order]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SweepPrivacy:
+    """What releasing the best run of a sweep costs: by composition of every run of the fixed grid (`runs` of
+    them), and as a private search over the same configurations."""
+
+    delta: float
+    runs: int  # runs a fixed grid trains: configurations × seeds
+    composition_epsilon: float
+    composition_accountant: str
+    search: SearchEpsilon
+    searching: bool  # the sweep is a private search (else `search` is what one would cost)
+
+    @property
+    def headline_epsilon(self) -> float:
+        return self.search.epsilon if self.searching else self.composition_epsilon
+
+    @property
+    def headline_delta(self) -> float:
+        return self.search.delta if self.searching else self.delta
+
+    def to_dict(self) -> dict[str, Any]:
+        """The numbers, ∞ as JSON's Infinity (no bound)."""
+        trials = self.search.trials
+        return {
+            "searching": self.searching,
+            "epsilon": self.headline_epsilon,
+            "delta": self.headline_delta,
+            "fixed_grid": {
+                "runs": self.runs,
+                "epsilon": self.composition_epsilon,
+                "delta": self.delta,
+                "accountant": self.composition_accountant,
+            },
+            "private_search": {
+                "distribution": trials.distribution.value,
+                "mean": trials.mean,
+                "shape": trials.shape,
+                "configurations": self.search.configurations,
+                "epsilon": self.search.epsilon,
+                "delta": self.search.delta,
+            },
+        }
+
+    def sentence(self) -> str:
+        search = self.search
+        searched = (
+            f"the best of a private search ({search.trials.describe()} over {search.configurations} "
+            f"configuration{'s' * (search.configurations != 1)})"
+        )
+        fixed = f"the best of a fixed grid of {self.runs} run{'s' * (self.runs != 1)}"
+        search_text = f"ε = {format_epsilon(search.epsilon)} at δ = {search.delta:.3g}"
+        fixed_text = f"ε = {format_epsilon(self.composition_epsilon)} at δ = {self.delta:.3g}"
+        if self.searching:
+            return (
+                f"Releasing {searched} costs {search_text} (Papernot & Steinke 2022), however many trials run; "
+                f"releasing {fixed} would cost {fixed_text} (composition of every run, {self.composition_accountant})."
+            )
+        return (
+            f"Releasing {fixed} costs {fixed_text} (composition of every run, {self.composition_accountant}): "
+            f"choosing the best looks at all of them. A private search ({search.trials.describe()}) would cost "
+            f"{search_text}."
+        )
+
+
+def format_epsilon(epsilon: float) -> str:
+    return "∞" if math.isinf(epsilon) else f"{epsilon:.3g}"
+
+
+def suggested_search(runs: int, ledgers: Sequence, *, delta: float) -> SearchEpsilon:
+    """The private search offered instead of a fixed grid of `runs`: as many trials on average (at most
+    `MAX_MEAN`), with the cheapest of the distributions that allow that mean (the negative binomial at
+    η = `DEFAULT_SHAPE`)."""
+    mean = float(min(max(runs, 1), MAX_MEAN))
+    options = []
+    for distribution in TrialDistribution:
+        shape = DEFAULT_SHAPE if distribution is TrialDistribution.NEGATIVE_BINOMIAL else None
+        try:
+            options.append(TrialCount(distribution=distribution, mean=mean, shape=shape))
+        except PrivacyError:  # its tail passes the trial cap too often at this mean
+            continue
+    return min((search_epsilon(ledgers, option, delta=delta) for option in options), key=lambda found: found.epsilon)
+
+
+def planned(specs: Sequence[Mapping[str, Any]]) -> list:
+    """The plan of each raw spec, planned once per distinct spec up to its seed (ε depends on no seed)."""
+    found: dict[str, Any] = {}
+    plans = []
+    for spec in specs:
+        key = json.dumps({k: v for k, v in spec.items() if k != "seed"}, sort_keys=True, default=str)
+        if key not in found:
+            found[key] = plan_spec(parse_spec(dict(spec) | {"seed": 0}))
+        plans.append(found[key])
+    return plans
+
+
+def trials_composition(specs: Sequence[Mapping[str, Any]]) -> tuple[str, float, float]:
+    """(accountant, ε, δ) of releasing every one of these runs: what a search whose trials did not all run costs."""
+    plans = planned(specs)
+    deltas = [plan.delta for plan in plans if plan.private and plan.delta]
+    delta = min(deltas) if deltas else 1e-5
+    accountant, epsilon = composition_epsilon([p.ledger() if p.private else None for p in plans], delta=delta)
+    return accountant, float(epsilon), delta
+
+
+def sweep_privacy(
+    configurations: Sequence[dict[str, Any]], *, seeds: int, trials: TrialCount | None = None
+) -> SweepPrivacy:
+    """The two costs for `configurations` (raw run specs, one per grid point) trained `seeds` times each in a
+    fixed grid; `trials`: the sweep is that private search. The ledgers are the planned ones (every step the
+    plan allows; a run that stops early spent less). δ is the smallest δ of the configurations."""
+    plans = planned(configurations)
+    ledgers = [plan.ledger() if plan.private else None for plan in plans]
+    deltas = [plan.delta for plan in plans if plan.private and plan.delta]
+    delta = min(deltas) if deltas else 1e-5
+    accountant, composed = composition_epsilon([lg for lg in ledgers for _ in range(seeds)], delta=delta)
+    return SweepPrivacy(
+        delta=delta,
+        runs=len(configurations) * seeds,
+        composition_epsilon=float(composed),
+        composition_accountant=accountant,
+        search=(
+            search_epsilon(ledgers, trials, delta=delta)
+            if trials is not None
+            else suggested_search(len(configurations) * seeds, ledgers, delta=delta)
+        ),
+        searching=trials is not None,
+    )
