@@ -1,6 +1,6 @@
 """`python -m bench [--quick] [--json PATH] [--threads N] [--suite NAME ...]`: run the suites, print a markdown
 table, write JSON. The `opacus` and `memory` suites need the benchmark-only Opacus (`make bench` installs it).
-Without `--suite`, every suite but the research figures `aniso` (about 13 minutes) and `audit` (name them)."""
+Without `--suite`, every suite but the research figures `aniso` (about 13 minutes), `audit` and `search` (name them)."""
 
 import argparse
 import json
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from bench import accounting, aniso, archive, audit, dashboard, jobs, noise, sweep, throughput, utility
+from bench import accounting, aniso, archive, audit, dashboard, jobs, noise, search, sweep, throughput, utility
 from engine.training import pick_device
 
 
@@ -47,8 +47,9 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "aniso": aniso.run,
     "noise": noise.run,
     "audit": audit.run,
+    "search": search.run,
 }
-BY_NAME_ONLY = ("aniso", "audit")
+BY_NAME_ONLY = ("aniso", "audit", "search")
 
 
 def _cpu_model() -> str:

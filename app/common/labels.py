@@ -87,7 +87,12 @@ def spec_part(key: str, value: Any) -> str:
         return dataset_label(value)
     if key == "algorithm" and isinstance(value, str):
         return ALGORITHM_NAMES.get(value, value)
-    shown = f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool) else str(table_cell(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        shown = str(value)  # a seed of a search has ten digits: never "8.11929e+08"
+    elif isinstance(value, float):
+        shown = f"{value:g}"
+    else:
+        shown = str(table_cell(value))
     symbol = SPEC_SYMBOLS.get(key, key)
     if key == "epochs":
         return f"{shown} ep"

@@ -102,13 +102,27 @@ def table_csv(table: pd.DataFrame) -> bytes:
 
 
 def frontier_points(runs: Sequence[RunRecord]) -> pd.DataFrame:
-    """The finished private runs as (run, ε spent, test accuracy); the others have no point."""
+    """The finished private runs as (run, ε spent, test accuracy, audited ε̂ or NaN); the others have no point."""
     rows = [
-        {"run": run.id, "epsilon": epsilon, "accuracy": run.result["test_accuracy"], "label": run_label(run)}
+        {
+            "run": run.id,
+            "epsilon": epsilon,
+            "accuracy": run.result["test_accuracy"],
+            "label": run_label(run),
+            "audited": audited_epsilon(run),
+        }
         for run in runs
         if (epsilon := finite_epsilon(run)) is not None
         and isinstance(accuracy := (run.result or {}).get("test_accuracy"), int | float)
         and not isinstance(accuracy, bool)
         and math.isfinite(accuracy)
     ]
-    return pd.DataFrame(rows, columns=["run", "epsilon", "accuracy", "label"])
+    return pd.DataFrame(rows, columns=["run", "epsilon", "accuracy", "label", "audited"])
+
+
+def audited_epsilon(run: RunRecord) -> float:
+    """A run's audited lower bound ε̂ (`result.audit.epsilon`), NaN when it was not audited."""
+    audit = (run.result or {}).get("audit")
+    value = audit.get("epsilon") if isinstance(audit, dict) else None
+    usable = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if usable else math.nan

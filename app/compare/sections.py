@@ -97,6 +97,12 @@ def frontier(runs: list[RunRecord]) -> None:
     )
     st.caption(
         "x: the ε each run spent (tightest accountant over the steps it took); y: its final test accuracy."
+        + (
+            " A bar reaching left from a marker runs from the run's audited lower bound ε̂ (95% confidence, from its "
+            "canaries) to its ε: the true ε lies in between."
+            if points["audited"].notna().any()
+            else ""
+        )
         + (f" {missing} selected run(s) without a result or without a finite ε are not shown." if missing else "")
         + " "
         + PNG_NOTE

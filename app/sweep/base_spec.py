@@ -10,7 +10,9 @@ import streamlit as st
 from app.common import handoff
 from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
 from app.common.safe_text import literal
+from engine.privacy.auditing import CANARY_KINDS
 from engine.training import DATASETS
+from engine.training.config.audit import AUDIT_CANARIES
 from engine.training.config.keys import Algorithm
 
 MODELS = {key: MODEL_TITLES[key] for key in ("logreg", "mlp")}  # the models a sweep base offers
@@ -96,7 +98,41 @@ def base_form() -> dict[str, Any]:
             key="sweep_base_seed",
             help="Seeds count up from this one for every grid point.",
         )
+        if algorithm == Algorithm.DPSGD and (audit := _audit()):
+            raw["audit"] = audit
     return raw
+
+
+def _audit() -> dict[str, Any] | None:
+    """A one-run audit of every run of the sweep (its ε̂ appears on the Compare frontier as an interval)."""
+    if not st.checkbox(
+        "Audit every run with canaries",
+        key="sweep_base_audit",
+        persist_state=KEEP,
+        help="Each run trains with canaries and reports ε̂, a 95% lower bound on its true ε, beside its ε (Steinke, "
+        "Nasr & Jagielski 2023); audited runs never stack and their ε is unchanged.",
+    ):
+        return None
+    low, high = AUDIT_CANARIES
+    canaries = _whole(
+        "Canaries m",
+        low,
+        high,
+        value=1000,
+        key="sweep_base_audit_canaries",
+        help="More canaries can show a larger ε̂ (1,000 canaries never show more than about 5 at δ = 1e-5).",
+    )
+    kind = titled_choice(
+        st.radio,
+        "Canaries",
+        CANARY_KINDS,
+        horizontal=True,
+        key="sweep_base_audit_kind",
+        persist_state=KEEP,
+        help="Gradient canaries are read from the released noisy sums (white-box); input canaries by the final "
+        "model's loss (black-box).",
+    )
+    return {"canaries": canaries, "kind": kind}
 
 
 def _learner_base(dataset: str, algorithm: str) -> dict[str, Any]:
@@ -159,6 +195,10 @@ def take(spec: Mapping[str, Any], origin: str) -> str:
     for name in ("dataset", "model", "algorithm", "lot_size", "epochs", "lr", "seed", "clip_norm", "delta"):
         if name in spec and (name not in offered or spec[name] in offered[name]):
             st.session_state[f"sweep_base_{name}"] = float(spec[name]) if name in REALS else spec[name]
+    if isinstance(audit := spec.get("audit"), Mapping):
+        st.session_state["sweep_base_audit"] = True
+        st.session_state["sweep_base_audit_canaries"] = audit.get("canaries", 1000)
+        st.session_state["sweep_base_audit_kind"] = audit.get("kind", "gradient")
     for name in PRIVACY_BY:
         if name in spec:
             st.session_state["sweep_base_privacy_by"] = name

@@ -103,7 +103,11 @@ def grid_inputs(base: dict[str, Any]) -> GridChoice:
         "Sweep name (optional)", key="sweep_name", max_chars=200, help="A name to find the sweep by later."
     )
     vectorize = st.checkbox(
-        "Train compatible points together (vectorized)", value=True, key="sweep_vectorize", help=VECTORIZE_HELP
+        "Train compatible points together (vectorized)",
+        value=True,
+        key="sweep_vectorize",
+        disabled=search is not None,
+        help=VECTORIZE_HELP + " A private search's trials never stack: its analysis needs independent runs.",
     )
     try:
         check_parameters(first, second or None)

@@ -78,7 +78,7 @@ def _live_sweep(sweep_id: str, spread: str) -> None:
 
 
 def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
-    release.headline(sweep, runs)
+    headline = st.empty()  # filled last: its first computation takes seconds
     counts = progress(runs)
     ended = counts[RunStatus.FINISHED] + counts[RunStatus.FAILED] + counts[RunStatus.CANCELLED]
     st.progress(ended / len(runs) if runs else 0.0, text=progress_text(runs))
@@ -117,6 +117,7 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
     ):
         for run_id in active:
             services.cancel_run(run_id)
+    release.headline(sweep, runs, headline)
 
 
 def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str, running: pd.DataFrame) -> go.Figure | None:

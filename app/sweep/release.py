@@ -14,17 +14,27 @@ from cache import RunRecord, RunStatus, SweepRecord
 from engine.jobs.search import SweepPrivacy, format_epsilon
 
 
+PRIVACY_NEUTRAL = ("name", "vectorize", "on_worker_lost")  # grid spec keys that change no ε
+
+
 def grid_json(raw: Any) -> str:
+    """A grid spec (or a list of specs) as the key of what releasing its best run costs."""
+    if isinstance(raw, dict):
+        raw = {k: v for k, v in raw.items() if k not in PRIVACY_NEUTRAL}
     return json.dumps(raw, sort_keys=True, default=str)
 
 
-def planned_cost(raw_grid: dict[str, Any]) -> None:
-    """The cost of releasing the best run of the sweep designed above, before anything trains."""
-    found = services.release_privacy(grid_json(raw_grid))
-    if isinstance(found, str):
-        st.warning(f"What releasing the best run would cost cannot be said: {literal(found)}")
+def planned_cost(raw_grid: dict[str, Any] | None, slot, problem: str | None) -> None:
+    """The cost of releasing the best run of the sweep designed above, before anything trains, in `slot` (nothing
+    while the design has a `problem`)."""
+    if raw_grid is None or problem:
         return
-    st.info(f"**Releasing the best run.** {found.sentence()}", icon=":material/lock:")
+    with slot.container():
+        found = services.release_privacy(grid_json(raw_grid))
+        if isinstance(found, str):
+            st.warning(f"What releasing the best run would cost cannot be said: {literal(found)}")
+            return
+        st.info(f"**Releasing the best run.** {found.sentence()}", icon=":material/lock:")
 
 
 def best_run(runs: list[RunRecord]) -> RunRecord | None:
@@ -53,25 +63,26 @@ def release_caveat(sweep: SweepRecord, runs: list[RunRecord]) -> str | None:
     return None
 
 
-def headline(sweep: SweepRecord, runs: list[RunRecord]) -> None:
-    """The sweep's headline: its best run so far and the ε of releasing it."""
-    found = services.release_privacy(grid_json(sweep.spec))
-    if isinstance(found, str):
-        st.warning(f"What releasing this sweep's best run costs cannot be said: {literal(found)}")
-        return
-    best = best_run(runs)
-    left, middle, right = st.columns(3)
-    epsilon, delta = release_epsilon(sweep, runs, found)
-    left.metric(
-        "ε of releasing the best run",
-        format_epsilon(epsilon),
-        help=f"At δ = {delta:.3g}: covers the best run's model and score; every other run stays in the lab.",
-    )
-    middle.metric("Best run (test accuracy)", f"{best.result['test_accuracy']:.2%}" if best else "—")
-    right.metric("Its id", best.id if best else "none finished yet")
-    if caveat := release_caveat(sweep, runs):
-        st.warning(caveat)
-    st.caption(found.sentence())
+def headline(sweep: SweepRecord, runs: list[RunRecord], slot) -> None:
+    """The sweep's headline in `slot`: its best run so far and the ε of releasing it."""
+    with slot.container():
+        found = services.release_privacy(grid_json(sweep.spec))
+        if isinstance(found, str):
+            st.warning(f"What releasing this sweep's best run costs cannot be said: {literal(found)}")
+            return
+        best = best_run(runs)
+        left, right = st.columns(2)
+        epsilon, delta = release_epsilon(sweep, runs, found)
+        left.metric(
+            "ε of releasing the best run",
+            format_epsilon(epsilon),
+            help=f"At δ = {delta:.3g}: covers the best run's model and score; every other run stays in the lab.",
+        )
+        right.metric("Best run (test accuracy)", f"{best.result['test_accuracy']:.2%}" if best else "—")
+        if caveat := release_caveat(sweep, runs):
+            st.warning(caveat)
+        best_text = f"Best run so far: `{best.id}`. " if best else "No run has finished yet. "
+        st.caption(best_text + found.sentence())
 
 
 def release_epsilon(sweep: SweepRecord, runs: list[RunRecord], found: SweepPrivacy) -> tuple[float, float]:

@@ -38,6 +38,11 @@ def learner(algorithm: str) -> bool:
     return Algorithm(algorithm).learner
 
 
+def auditable(algorithm: str) -> bool:
+    """A one-run audit with canaries is offered for DP-SGD (`engine.training.canaries`)."""
+    return Algorithm(algorithm) is Algorithm.DPSGD
+
+
 def datasets_for(algorithm: str, infos: Mapping[str, DatasetInfo]) -> list[str]:
     """The datasets of `infos` (registered ones and CSV uploads) the algorithm can train on: noisy GD and the
     textbook learners need two classes."""
@@ -115,6 +120,8 @@ def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema:
         raw["noise"] = values["noise"]
     if algorithm == Algorithm.NOISY_GD:
         raw["count_epsilon"] = values["count_epsilon"]
+    if auditable(algorithm) and values.get("audit"):
+        raw["audit"] = {"canaries": int(values["audit_canaries"]), "kind": values["audit_kind"]}
     if algorithm == Algorithm.ANISO_DPSGD:
         raw |= {key: values[key] for key in ("aniso_granularity", "aniso_smoothing", "aniso_max_ratio")}
     return raw

@@ -54,6 +54,9 @@ FORM_DEFAULTS: dict[str, Any] = dict(
     aniso_smoothing=0.9,
     aniso_max_ratio=10.0,
     noise="reproducible",
+    audit=False,
+    audit_canaries=1000,
+    audit_kind="gradient",
 )
 THRESHOLDS = [4, 8, 16, 32, 64]
 ROUNDS = [0, 1_000, 2_000, 5_000, 10_000, 20_000]  # 0: every training example, one round each
@@ -216,7 +219,14 @@ class PresetError(ValueError):
     """A spec holds a value the form cannot show."""
 
 
-SHOWN_ELSEWHERE = ("rounds", "hidden", "lr_schedule", "schema", "data_sha256")  # read below, or the upload's own
+SHOWN_ELSEWHERE = (
+    "rounds",
+    "hidden",
+    "lr_schedule",
+    "schema",
+    "data_sha256",
+    "audit",
+)  # read below, or the upload's own
 NO_EFFECT = {"noise_schedule": {"kind": "constant"}, "clip_schedule": {"kind": "constant"}, "features": "pixels"}
 
 
@@ -270,6 +280,8 @@ def form_values(spec: dict[str, Any]) -> dict[str, Any]:
         values["hidden"] = spec["hidden"][0]
     values["use_pca"] = "pca_dims" in spec
     values["mode"] = SIGMA_MODE if "noise_multiplier" in spec else TARGET_MODE
+    if "audit" in spec:
+        values |= {"audit": True, "audit_canaries": spec["audit"]["canaries"], "audit_kind": spec["audit"]["kind"]}
     schedule = spec.get("lr_schedule", {"kind": "constant"})
     values["lr_schedule"] = schedule["kind"]
     if schedule["kind"] == "linear":

@@ -23,26 +23,21 @@ from app.train.form_state import (
     preset_caption,
     slider,
 )
+from app.train.more_fields import advanced, learner_fields
 from app.train.presets import (
-    ANISO_MAX_RATIOS,
-    ANISO_SMOOTHINGS,
     COUNT_EPSILONS,
     FORM_DEFAULTS,
     HIDDEN_WIDTHS,
     LR_SCHEDULES,
-    OPTIMIZERS,
     PCA_NOISES,
     PRESETS,
-    ROUNDS,
     SIGMA_MODE,
     TARGET_MODE,
-    THRESHOLDS,
 )
 from engine.training import DATASETS
 
 __all__ = ["spec_form"]
 CALIBRATION_TITLES = {"rdp": "RDP (instant)", "pld": "PLD (tightest)"}
-OPTIMIZER_TITLES = {"sgd": "SGD", "momentum": "SGD with momentum 0.9", "adam": "Adam"}
 
 
 def _dataset_label(name: str) -> str:
@@ -293,104 +288,3 @@ def training() -> None:
         persist_state=KEEP,
         help="Fixes the initialization; in the reproducible noise mode the whole spec fixes the lots and noise.",
     )
-
-
-def learner_fields() -> None:
-    """A textbook learner: its budget (target ε, δ) and its own few fields; no model, lots, clipping or σ."""
-    algorithm = field_value("algorithm")
-    st.markdown("**Privacy**")
-    number(
-        "Target ε",
-        "target_epsilon",
-        step=0.1,
-        format="%g",
-        help="The budget the learner's mechanism spends ; every accountant then bounds "
-        "what it did, and the run reports the tightest.",
-    )
-    number(
-        "δ",
-        "delta",
-        step=1e-6,
-        format="%.1e",
-        help="Probability that the guarantee may fail: keep it well below 1/N; RWM's η depends on it.",
-    )
-    st.markdown("**Learner**")
-    if algorithm == "sq_laplace":
-        number(
-            "Iterations T",
-            "epochs",
-            step=1.0,
-            format="%g",
-            help="Full-batch steps, each asking d noisy queries: more iterations, more noise in each.",
-        )
-        number(
-            "Learning rate", "lr", step=0.1, format="%g", help="Step size on the noisy gradient: post-processing, no ε."
-        )
-    else:
-        slider(
-            "Thresholds per feature",
-            THRESHOLDS,
-            "thresholds",
-            help="Stumps test one feature against one of these evenly spaced thresholds on [0, 1] (a public "
-            "grid): more hypotheses fit better, and cost log|H| in the error bound.",
-        )
-    if algorithm in ("rwm_online", "rwm_linear"):
-        slider(
-            "Rounds T",
-            ROUNDS,
-            "rounds",
-            format_func=lambda t: f"{t:,}" if t else "all (N)",
-            help="One training example per round; more rounds shrink η = ε/√(32 T ln(1/δ)).",
-        )
-    st.number_input(
-        "Seed",
-        0,
-        2**31 - 1,
-        key=key("seed"),
-        persist_state=KEEP,
-        help="Fixes the mechanism's randomness: the same spec and seed give the same output.",
-    )
-
-
-def advanced() -> None:
-    algorithm = field_value("algorithm")
-    with st.expander("Advanced"):
-        if modes := form_spec.clipping_modes(algorithm):
-            choice(
-                st.radio,
-                "Clipping",
-                "clipping",
-                modes,
-                form_spec.CLIPPING_TITLES,
-                "What is bounded per example: the privacy cost is the same, the bias differs.",
-            )
-        choice(
-            st.selectbox,
-            "Optimizer",
-            "optimizer",
-            OPTIMIZERS,
-            OPTIMIZER_TITLES,
-            "How the noisy gradient becomes an update: post-processing, so no effect on ε.",
-        )
-        if algorithm == "aniso_dpsgd":
-            choice(
-                st.radio,
-                "Noise weights",
-                "aniso_granularity",
-                list(form_spec.ANISO_GRANULARITY_TITLES),
-                form_spec.ANISO_GRANULARITY_TITLES,
-                "Per layer uses the fast norms; per coordinate shapes the "
-                "noise finer, at the cost of per-example gradients.",
-            )
-            slider(
-                "Smoothing β",
-                ANISO_SMOOTHINGS,
-                "aniso_smoothing",
-                help="Weight of the past in the running average of released gradients the weights come from.",
-            )
-            slider(
-                "Largest weight ratio r",
-                ANISO_MAX_RATIOS,
-                "aniso_max_ratio",
-                help="Weights stay within [1/r, r]: r = 1 is isotropic DP-SGD.",
-            )

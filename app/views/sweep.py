@@ -24,7 +24,7 @@ if problem:
     st.error(f"Cannot launch this sweep: {literal(problem)}")
 elif preview is not None:
     st.info(form.preview_text(choice, preview))
-    release.planned_cost(choice.spec)
+release_slot = st.empty()  # filled last: its first computation takes seconds and must not hold up the page
 
 form.launch(choice, problem)
 
@@ -33,6 +33,7 @@ st.subheader("Results")
 sweeps = {sweep.id: sweep for sweep in services.list_sweeps()}
 if not sweeps:
     st.info("No sweep yet: design one above and press **Launch sweep**; its frontier appears here as runs finish.")
+    release.planned_cost(choice.spec, release_slot, problem)
     st.stop()
 if st.session_state.get("sweep_shown") not in sweeps:
     st.session_state.pop("sweep_shown", None)  # deleted since: show the newest
@@ -53,3 +54,4 @@ spread = base_spec.titled_choice(
     help="What the error bars of each grid point show: the lowest to highest accuracy, or one standard deviation.",
 )
 panel.show(shown, spread=spread)
+release.planned_cost(choice.spec, release_slot, problem)

@@ -12,13 +12,14 @@ of a private search over the same configurations.
 """
 
 import dataclasses
+import functools
 import json
 import math
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.privacy import PrivacyError
+from engine.privacy import ACCOUNTANTS, PrivacyError
 from engine.privacy.selection import (
     MAX_MEAN,
     SearchEpsilon,
@@ -135,14 +136,15 @@ class SweepPrivacy:
         )
         fixed = f"the best of a fixed grid of {self.runs} run{'s' * (self.runs != 1)}"
         search_text = f"ε = {format_epsilon(search.epsilon)} at δ = {search.delta:.3g}"
+        accountant = ACCOUNTANTS[name].short if (name := self.composition_accountant) in ACCOUNTANTS else name
         fixed_text = f"ε = {format_epsilon(self.composition_epsilon)} at δ = {self.delta:.3g}"
         if self.searching:
             return (
                 f"Releasing {searched} costs {search_text} (Papernot & Steinke 2022), however many trials run; "
-                f"releasing {fixed} would cost {fixed_text} (composition of every run, {self.composition_accountant})."
+                f"releasing {fixed} would cost {fixed_text} (composition of every run, {accountant})."
             )
         return (
-            f"Releasing {fixed} costs {fixed_text} (composition of every run, {self.composition_accountant}): "
+            f"Releasing {fixed} costs {fixed_text} (composition of every run, {accountant}): "
             f"choosing the best looks at all of them. A private search ({search.trials.describe()}) would cost "
             f"{search_text}."
         )
@@ -169,14 +171,16 @@ def suggested_search(runs: int, ledgers: Sequence, *, delta: float) -> SearchEps
 
 def planned(specs: Sequence[Mapping[str, Any]]) -> list:
     """The plan of each raw spec, planned once per distinct spec up to its seed (ε depends on no seed)."""
-    found: dict[str, Any] = {}
-    plans = []
-    for spec in specs:
-        key = json.dumps({k: v for k, v in spec.items() if k != "seed"}, sort_keys=True, default=str)
-        if key not in found:
-            found[key] = plan_spec(parse_spec(dict(spec) | {"seed": 0}))
-        plans.append(found[key])
-    return plans
+    return [
+        plan_of(json.dumps({k: v for k, v in spec.items() if k != "seed"}, sort_keys=True, default=str))
+        for spec in specs
+    ]
+
+
+@functools.lru_cache(maxsize=512)
+def plan_of(spec_json: str):
+    """A raw spec's plan (JSON text without its seed, the cache key): calibrating σ for a target ε takes ~1 s."""
+    return plan_spec(parse_spec(json.loads(spec_json) | {"seed": 0}))
 
 
 def trials_composition(specs: Sequence[Mapping[str, Any]]) -> tuple[str, float, float]:

@@ -15,7 +15,7 @@ already queued) join the sweep without training again, unless `force`.
 
 `search` (instead of `seeds`) makes it a private search (`engine.jobs.search`): a random number of trials,
 each a grid point drawn at random with a random seed; only the best is meant for release, and its ε is the
-search's, not the composition of every run.
+search's, not the composition of every run. Its trials never stack: the analysis needs independent runs.
 
 `vectorize` (default true) stacks the new runs: runs whose specs can train together (equal
 `stack_key`: same data, model and lots, e.g. a σ or seed grid; not a grid over the model or the lot
@@ -221,7 +221,9 @@ def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmiss
         seen[run.cache_key] = _label(point.values)
         members.append((point.values, run))
         new_specs.append(parsed if force or store.answering_run(run.cache_key) is None else None)
-    stacks = assign_stacks(new_specs, most=settings.stack_max()) if raw.get("vectorize", True) else []
+    # a search's trials must be independent runs (Papernot & Steinke's analysis): they never share lots in a stack
+    stacked = raw.get("vectorize", True) and "search" not in raw
+    stacks = assign_stacks(new_specs, most=settings.stack_max()) if stacked else []
     for position, stack in enumerate(stacks):
         if stack is not None:
             values, run = members[position]

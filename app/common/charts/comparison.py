@@ -1,6 +1,7 @@
 """The Sweep and Compare pages' charts: the privacy–utility frontier, and several runs overlaid (each in its
 run colour)."""
 
+import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -212,6 +213,11 @@ def runs_frontier_figure(points: pd.DataFrame, names: Mapping[str, str] | None =
     fig = go.Figure()
     colors, names = run_colors(list(points["run"])), names or {}
     for row in points.itertuples(index=False):
+        audited = getattr(row, "audited", math.nan)
+        interval = {} if math.isnan(audited) else {"error_x": _audit_interval(row.epsilon, audited, colors[row.run])}
+        hover = plotly_text(row.label)  # a label holds the run's dataset and model
+        if not math.isnan(audited):
+            hover += f"<br>audited ε̂ = {audited:.3g} ≤ true ε ≤ {row.epsilon:.3g}"
         fig.add_trace(
             go.Scatter(
                 x=[row.epsilon],
@@ -222,12 +228,26 @@ def runs_frontier_figure(points: pd.DataFrame, names: Mapping[str, str] | None =
                 textfont={"size": 10},
                 marker={"color": colors[row.run], "size": 12, "line": {"width": 1, "color": "white"}},
                 name=plotly_text(names.get(row.run, row.run)),
-                hovertemplate=f"{plotly_text(row.label)}<extra></extra>",  # a label holds the run's dataset and model
+                hovertemplate=f"{hover}<extra></extra>",
+                **interval,
             )
         )
     _comparison_layout(fig, "Privacy–utility frontier of the selected runs", FRONTIER_X_TITLE, "test accuracy")
     _pad_ranges(fig, points["epsilon"], points["accuracy"])
     return fig
+
+
+def _audit_interval(epsilon: float, audited: float, color: str) -> dict:
+    """A horizontal bar from the audited lower bound ε̂ to the reported ε: where the true ε lies."""
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [0.0],
+        "arrayminus": [max(0.0, epsilon - audited)],
+        "color": color,
+        "thickness": 2,
+        "width": 6,
+    }
 
 
 def _pad_ranges(fig: go.Figure, x: pd.Series, y: pd.Series) -> None:

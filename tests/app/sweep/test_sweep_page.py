@@ -262,3 +262,17 @@ def test_sweep_page_without_sweeps_and_an_existing_sweep_from_the_command_line(h
     assert at.selectbox(key="sweep_shown").value == sweep.sweep_id
     table = next(d.value for d in at.dataframe if "status" in d.value)
     assert list(table["Learning rate"]) == [0.5, 1.0]
+
+
+def test_every_run_of_a_sweep_can_be_audited(home, store):
+    at = open_page("sweep")
+    box = at.checkbox(key="sweep_base_audit")
+    assert "lower bound" in box.help and "never stack" in box.help
+    box.check().run()
+    at.number_input(key="sweep_base_audit_canaries").set_value(300).run()
+    assert at.radio(key="sweep_base_audit_kind").help
+    at.button(key="sweep_launch").click().run()
+    assert not at.exception, at.exception
+    runs = store.list_runs()
+    assert len(runs) == 10 and all(r.spec["audit"] == {"canaries": 300, "kind": "gradient"} for r in runs)
+    assert all(r.stack_id is None for r in runs), "audited runs train alone"

@@ -118,6 +118,7 @@ def test_a_search_is_submitted_as_its_trials(store, monkeypatch):
     monkeypatch.setattr(TrialCount, "sample", lambda self, rng=None: 3)
     submission = submit_sweep(store, search_grid() | {"name": "lr search"})
     assert len(submission.run_ids) == 3 and submission.created == 3
+    assert submission.stacks == 0, "trials must be independent runs: they never share a stack's lots"
     sweep = store.get_sweep(submission.sweep_id)
     assert sweep.spec["search"] == {"distribution": "negative_binomial", "mean": 4, "shape": 0.5}
     assert "seeds" not in sweep.spec

@@ -1,0 +1,151 @@
+"""The Train form's less common fields: a textbook learner's few fields, and the Advanced expander (clipping mode,
+optimizer, anisotropic-noise weights and a one-run audit of ε with canaries). Widgets only describe a spec."""
+
+import streamlit as st
+
+from app.train import form_spec
+from app.train.form_state import KEEP, choice, field_value, key, number, slider
+from app.train.presets import ANISO_MAX_RATIOS, ANISO_SMOOTHINGS, OPTIMIZERS, ROUNDS, THRESHOLDS
+from engine.privacy.auditing import CANARY_KINDS, audit_ceiling
+from engine.training.config.audit import AUDIT_CANARIES
+
+OPTIMIZER_TITLES = {"sgd": "SGD", "momentum": "SGD with momentum 0.9", "adam": "Adam"}
+
+
+def learner_fields() -> None:
+    """A textbook learner: its budget (target ε, δ) and its own few fields; no model, lots, clipping or σ."""
+    algorithm = field_value("algorithm")
+    st.markdown("**Privacy**")
+    number(
+        "Target ε",
+        "target_epsilon",
+        step=0.1,
+        format="%g",
+        help="The budget the learner's mechanism spends ; every accountant then bounds "
+        "what it did, and the run reports the tightest.",
+    )
+    number(
+        "δ",
+        "delta",
+        step=1e-6,
+        format="%.1e",
+        help="Probability that the guarantee may fail: keep it well below 1/N; RWM's η depends on it.",
+    )
+    st.markdown("**Learner**")
+    if algorithm == "sq_laplace":
+        number(
+            "Iterations T",
+            "epochs",
+            step=1.0,
+            format="%g",
+            help="Full-batch steps, each asking d noisy queries: more iterations, more noise in each.",
+        )
+        number(
+            "Learning rate", "lr", step=0.1, format="%g", help="Step size on the noisy gradient: post-processing, no ε."
+        )
+    else:
+        slider(
+            "Thresholds per feature",
+            THRESHOLDS,
+            "thresholds",
+            help="Stumps test one feature against one of these evenly spaced thresholds on [0, 1] (a public "
+            "grid): more hypotheses fit better, and cost log|H| in the error bound.",
+        )
+    if algorithm in ("rwm_online", "rwm_linear"):
+        slider(
+            "Rounds T",
+            ROUNDS,
+            "rounds",
+            format_func=lambda t: f"{t:,}" if t else "all (N)",
+            help="One training example per round; more rounds shrink η = ε/√(32 T ln(1/δ)).",
+        )
+    st.number_input(
+        "Seed",
+        0,
+        2**31 - 1,
+        key=key("seed"),
+        persist_state=KEEP,
+        help="Fixes the mechanism's randomness: the same spec and seed give the same output.",
+    )
+
+
+def advanced() -> None:
+    algorithm = field_value("algorithm")
+    with st.expander("Advanced"):
+        if modes := form_spec.clipping_modes(algorithm):
+            choice(
+                st.radio,
+                "Clipping",
+                "clipping",
+                modes,
+                form_spec.CLIPPING_TITLES,
+                "What is bounded per example: the privacy cost is the same, the bias differs.",
+            )
+        choice(
+            st.selectbox,
+            "Optimizer",
+            "optimizer",
+            OPTIMIZERS,
+            OPTIMIZER_TITLES,
+            "How the noisy gradient becomes an update: post-processing, so no effect on ε.",
+        )
+        if algorithm == "aniso_dpsgd":
+            choice(
+                st.radio,
+                "Noise weights",
+                "aniso_granularity",
+                list(form_spec.ANISO_GRANULARITY_TITLES),
+                form_spec.ANISO_GRANULARITY_TITLES,
+                "Per layer uses the fast norms; per coordinate shapes the "
+                "noise finer, at the cost of per-example gradients.",
+            )
+            slider(
+                "Smoothing β",
+                ANISO_SMOOTHINGS,
+                "aniso_smoothing",
+                help="Weight of the past in the running average of released gradients the weights come from.",
+            )
+            slider(
+                "Largest weight ratio r",
+                ANISO_MAX_RATIOS,
+                "aniso_max_ratio",
+                help="Weights stay within [1/r, r]: r = 1 is isotropic DP-SGD.",
+            )
+        if form_spec.auditable(algorithm):
+            audit_fields()
+
+
+def audit_fields() -> None:
+    """A one-run audit: canaries whose membership the released run is scored on, for a lower bound ε̂ beside ε."""
+    st.checkbox(
+        "Audit ε with canaries",
+        key=key("audit"),
+        persist_state=KEEP,
+        help="Adds canaries, each in the training data with probability ½, and scores them after training: how "
+        "many memberships can be guessed gives ε̂, a lower bound on the true ε at 95% confidence (Steinke, Nasr "
+        "& Jagielski 2023). It never changes ε; an ε̂ near ε would mean the bound is tight, one above it a bug.",
+    )
+    if not field_value("audit"):
+        return
+    low, high = AUDIT_CANARIES
+    st.number_input(
+        "Canaries m",
+        low,
+        high,
+        step=100,
+        key=key("audit_canaries"),
+        persist_state=KEEP,
+        help=f"More canaries can show a larger ε̂: m canaries never show more than their ceiling (at δ = 1e-5: "
+        f"{audit_ceiling(100, delta=1e-5):.2f} for 100, {audit_ceiling(1000, delta=1e-5):.2f} for 1,000). "
+        f"Any whole number in [{low:,}, {high:,}].",
+    )
+    choice(
+        st.radio,
+        "Canaries",
+        "audit_kind",
+        list(CANARY_KINDS),
+        CANARY_KINDS,
+        "Gradient canaries are added to the clipped sum of each lot they join and read from the released noisy "
+        "sums (white-box, the strongest); input canaries are odd inputs trained on like any example and scored by "
+        "the final model's loss (black-box).",
+    )

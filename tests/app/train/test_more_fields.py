@@ -1,0 +1,66 @@
+"""The Train form's Advanced fields under AppTest: the one-run audit option (DP-SGD only) goes into the spec, the
+run it launches is audited, and a spec with an audit fills the form back."""
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.train.form_spec import raw_spec
+from app.train.presets import FORM_DEFAULTS, form_values
+from engine.training import parse_spec
+from tests.apptest_helpers import MAIN
+from tests.helpers import fast_spec
+
+
+@pytest.fixture(autouse=True)
+def _no_shared_data(monkeypatch):
+    monkeypatch.delenv("DPLAB_DATA_DIR", raising=False)
+
+
+def open_app() -> AppTest:
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def described(at: AppTest) -> dict:
+    return raw_spec({name: at.session_state[f"train_{name}"] for name in FORM_DEFAULTS})
+
+
+def test_the_audit_option_goes_into_the_spec_and_the_run(home, store):
+    at = open_app()
+    box = at.checkbox(key="train_audit")
+    assert box.label == "Audit ε with canaries" and "lower bound" in box.help and "never changes ε" in box.help
+    assert "audit" not in described(at)
+    assert "train_audit_canaries" not in {w.key for w in at.number_input}
+    box.check().run()
+    canaries = at.number_input(key="train_audit_canaries")
+    assert canaries.value == 1000 and "ceiling" in canaries.help and "[10, 100,000]" in canaries.help
+    kind = at.radio(key="train_audit_kind")
+    assert kind.value == "gradient" and "white-box" in kind.help
+    canaries.set_value(200).run()
+    at.radio(key="train_audit_kind").set_value("input").run()
+    assert described(at)["audit"] == {"canaries": 200, "kind": "input"}
+    parse_spec(described(at) | {"epochs": 1})  # a spec the engine accepts
+    at.button(key="train").click().run()
+    assert not at.exception, at.exception
+    [run] = store.list_runs()
+    assert run.spec["audit"] == {"canaries": 200, "kind": "input"}
+
+
+@pytest.mark.parametrize("algorithm", ["noisy_gd", "nonprivate", "aniso_dpsgd"])
+def test_only_dpsgd_offers_an_audit(home, algorithm):
+    at = open_app()
+    at.checkbox(key="train_audit").check().run()
+    at.selectbox(key="train_algorithm").set_value(algorithm).run()
+    assert not at.exception, at.exception
+    assert "train_audit" not in {w.key for w in at.checkbox}
+    assert "audit" not in described(at), "a checked box left behind must not audit another algorithm"
+
+
+def test_a_spec_with_an_audit_fills_the_form_back():
+    spec = fast_spec(audit={"canaries": 500, "kind": "gradient"})
+    values = form_values(spec)
+    assert (values["audit"], values["audit_canaries"], values["audit_kind"]) == (True, 500, "gradient")
+    assert raw_spec(values)["audit"] == {"canaries": 500, "kind": "gradient"}
+    assert form_values(fast_spec())["audit"] is False
