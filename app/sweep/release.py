@@ -13,7 +13,6 @@ from app.common.safe_text import literal
 from cache import RunRecord, RunStatus, SweepRecord
 from engine.jobs.search import SweepPrivacy, format_epsilon
 
-
 PRIVACY_NEUTRAL = ("name", "vectorize", "on_worker_lost")  # grid spec keys that change no ε
 
 
