@@ -122,3 +122,25 @@ def test_a_search_is_submitted_as_its_trials(store, monkeypatch):
     sweep = store.get_sweep(submission.sweep_id)
     assert sweep.spec["search"] == {"distribution": "negative_binomial", "mean": 4, "shape": 0.5}
     assert "seeds" not in sweep.spec
+
+
+def test_a_trained_search_costs_repeat_and_select_of_its_trials_stored_plans(store, monkeypatch):
+    """The headline against dp-accounting rebuilt from what the store recorded for the trials that ran."""
+    from engine.jobs.workers.worker import Worker
+
+    monkeypatch.setattr(TrialCount, "sample", lambda self, rng=None: 2)
+    raw = {"base": base() | {"epochs": 1}, "grid": {"lr": [0.5, 2.0]}, "search": {"distribution": "poisson", "mean": 2}}
+    submission = submit_sweep(store, raw)
+    worker = Worker(store, data_dirs=[])
+    while worker.run_one():
+        pass
+    runs = store.list_runs(sweep_id=submission.sweep_id)
+    assert [r.status.value for r in runs] == ["finished", "finished"]
+    plans = {(r.plan["sampling_rate"], r.plan["noise_multiplier"], r.plan["steps"], r.plan["delta"]) for r in runs}
+    [(q, sigma, steps, delta)] = plans  # the learning rate changes no ledger
+    step = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma))
+    repeated = dp_event.RepeatAndSelectDpEvent(dp_event.SelfComposedDpEvent(step, steps), mean=2, shape=math.inf)
+    expected = RdpAccountant().compose(repeated).get_epsilon(delta)
+    found = privacy_of_sweep(store.get_sweep(submission.sweep_id).spec)
+    assert found.headline_epsilon == pytest.approx(expected, rel=1e-9)
+    assert found.headline_epsilon > max(r.result["epsilon"] for r in runs)
