@@ -14,10 +14,10 @@ on its own identically initialized model and `torch.optim.SGD` optimizer:
   ghost mode returns) → ``backward`` → ``optimizer.step()`` (clip, noise, scale by the expected batch
   size, accounting hook, update). The data loader that ``make_private`` needs is never iterated.
 
-Timing is `bench.throughput`'s round-robin over all modes of one (model, batch), so the ratios
-``bookkeeping / nonprivate`` and ``bookkeeping / best Opacus mode`` (the Opacus mode with the highest
-median) see the same machine noise; Opacus modes 10× slower than book-keeping are left out of a second
-round when they cut the first one short (`time_case`). Before timing, every Opacus mode runs once per
+Timing is `bench.timing`'s, as in `bench.throughput`: each ratio measured pair by pair, ``bookkeeping /
+nonprivate`` and ``bookkeeping / opacus_<mode>`` for every mode that runs the model, each with its spread and the
+±10% self-check; "best Opacus mode" is the one with the smallest ratio (the fastest against the same
+book-keeping blocks). Before timing, every Opacus mode runs once per
 model with noise 0 on `check_rows` random rows, and its summed clipped gradient is compared with the
 engine's (`check_modes`; C is the median per-example norm, so half the examples clip): a mode that
 raises is reported as unsupported, and the largest relative deviation goes to the records, so both
@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from bench import throughput
 from bench.throughput import CLIP_NORM, LR, NOISE_MULTIPLIER, SEED
+from bench.timing import Measured, Timing, measure, rate_record, ratio_record, report_unstable
 from engine.training import pick_device
 from engine.training.clipping import BookKeepingClipper
 from engine.training.features.models import build_model
@@ -65,13 +66,13 @@ MODELS = (
 
 @dataclass(frozen=True)
 class Settings:
-    timing: throughput.Settings
+    timing: Timing
+    batch_sizes: tuple[int, ...]
     check_rows: int = 64  # rows of the random batch for the noise-0 agreement check
-    slow_factor: float = 0.1  # a mode below this share of book-keeping's steps/s is "slow" (see `time_case`)
 
 
-FULL = Settings(throughput.Settings(batch_sizes=(256, 1024), repetitions=7, block_s=0.3, config_budget_s=45.0))
-QUICK = Settings(throughput.Settings(batch_sizes=(256,), repetitions=3, block_s=0.1, config_budget_s=10.0))
+FULL = Settings(Timing(block_s=0.5, pairs=7, budget_s=120.0), batch_sizes=(256, 1024))
+QUICK = Settings(Timing(block_s=0.25, pairs=5, budget_s=30.0), batch_sizes=(256,))
 
 
 def random_batch(case: ModelCase, batch: int, device: torch.device) -> tuple[Tensor, Tensor]:
@@ -123,11 +124,11 @@ def opacus_step(model: nn.Module, x: Tensor, y: Tensor, mode: str) -> Callable[[
 
 
 def engine_step(model: nn.Module, x: Tensor, y: Tensor, device: torch.device) -> Callable[[], None]:
-    return throughput._dp_step(BookKeepingClipper(model), x, y, device)
+    return throughput.dp_step(BookKeepingClipper(model), x, y, device)
 
 
 def nonprivate_step(model: nn.Module, x: Tensor, y: Tensor) -> Callable[[], None]:
-    return throughput._nonprivate_step(model, x, y)
+    return throughput.nonprivate_step(model, x, y)
 
 
 def opacus_clipped_sum(model: nn.Module, x: Tensor, y: Tensor, mode: str, clip_norm: float) -> list[Tensor]:
@@ -157,21 +158,6 @@ def agreement(base: nn.Module, x: Tensor, y: Tensor, mode: str) -> float:
     return deviation(ours, opacus_clipped_sum(copy.deepcopy(base), x, y, mode, clip_norm))
 
 
-def _record(name: str, value: float, unit: str, **extra: object) -> dict:
-    return {"name": name, "value": value, "unit": unit, **extra}
-
-
-def _ratio(prefix: str, num: str, den: str, medians: dict[str, float], **extra: object) -> dict:
-    return _record(
-        f"{prefix}/{num}_vs_{den}",
-        medians[num] / medians[den],
-        "x",
-        numerator=f"{prefix}/{num}",
-        denominator=f"{prefix}/{den}",
-        **extra,
-    )
-
-
 def check_modes(case: ModelCase, rows: int, device: torch.device) -> tuple[dict[str, float], dict[str, str]]:
     """Per Opacus mode, its `deviation` from the engine on `rows` rows (noise 0), or why it cannot run the model."""
     torch.manual_seed(SEED)
@@ -192,13 +178,8 @@ def check_modes(case: ModelCase, rows: int, device: torch.device) -> tuple[dict[
 
 def time_case(
     case: ModelCase, batch: int, opacus_modes: list[str], settings: Settings, device: torch.device
-) -> dict[str, list[float]]:
-    """Steps/s of each repetition, per mode, all modes round-robin (`bench.throughput._measure`).
-
-    Opacus modes that materialize per-sample gradients can be 100× slower than the rest, and a
-    round-robin that includes them gets cut to the minimum number of repetitions. When that happens,
-    the modes that are not slow (`Settings.slow_factor`) are timed again, round-robin among
-    themselves with the full repetitions; the slow modes keep their figures from the first round."""
+) -> Measured:
+    """Every mode's blocks and the ratios book-keeping / non-private and book-keeping / each Opacus mode."""
     torch.manual_seed(SEED)
     base = case.build().to(device)
     x, y = random_batch(case, batch, device)
@@ -209,32 +190,33 @@ def time_case(
     for mode in opacus_modes:
         steps[mode] = opacus_step(copy.deepcopy(base), x, y, mode.removeprefix("opacus_"))
     print(f"[opacus_compare] {case.label} batch={batch} ...", file=sys.stderr, flush=True)
-    rates = throughput._measure(steps, settings.timing, device)
-    floor = settings.slow_factor * statistics.median(rates["bookkeeping"])
-    slow = {mode for mode, r in rates.items() if statistics.median(r) < floor}
-    if slow and min(map(len, rates.values())) < settings.timing.repetitions:
-        rates |= throughput._measure({m: s for m, s in steps.items() if m not in slow}, settings.timing, device)
-    return rates
+    ratios = [("bookkeeping", "nonprivate")] + [("bookkeeping", mode) for mode in opacus_modes]
+    return measure(steps, ratios, settings.timing, device)
 
 
 def _case_records(case: ModelCase, settings: Settings, device: torch.device) -> list[dict]:
     deviations, unsupported = check_modes(case, settings.check_rows, device)
     records = [
-        _record(f"opacus/{case.label}/{mode}/agreement", d, "rel. deviation", rows=settings.check_rows)
+        {
+            "name": f"opacus/{case.label}/{mode}/agreement",
+            "value": d,
+            "unit": "rel. deviation",
+            "rows": settings.check_rows,
+        }
         for mode, d in deviations.items()
     ]
-    for batch in settings.timing.batch_sizes:
+    for batch in settings.batch_sizes:
         prefix = f"opacus/{case.label}/b{batch}"
-        rates = time_case(case, batch, list(deviations), settings, device)
-        medians = {mode: statistics.median(r) for mode, r in rates.items()}
-        for mode, r in rates.items():
-            records.append(
-                _record(f"{prefix}/{mode}", medians[mode], "steps/s", min=min(r), max=max(r), repetitions=len(r))
-            )
-        records.append(_ratio(prefix, "bookkeeping", "nonprivate", medians))
+        measured = time_case(case, batch, list(deviations), settings, device)
+        records += [rate_record(f"{prefix}/{mode}", rates) for mode, rates in measured.rates.items()]
+        records.append(
+            ratio_record(prefix, "bookkeeping", "nonprivate", measured.ratios[("bookkeeping", "nonprivate")])
+        )
         if deviations:
-            best = max(deviations, key=medians.__getitem__)
-            records.append(_ratio(prefix, "bookkeeping", best, medians, best_opacus=best, unsupported=unsupported))
+            medians = {m: statistics.median(measured.ratios[("bookkeeping", m)]) for m in deviations}
+            best = min(medians, key=medians.__getitem__)  # the fastest Opacus mode: the smallest ratio
+            values = measured.ratios[("bookkeeping", best)]
+            records.append(ratio_record(prefix, "bookkeeping", best, values, best_opacus=best, unsupported=unsupported))
     return records
 
 
@@ -247,7 +229,13 @@ def run(settings_quick: bool = False, device: torch.device | None = None) -> lis
         warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
         for case in MODELS:
             records += _case_records(case, settings, device)
+    report_unstable("opacus", records)
     return records
+
+
+def ratio_cell(record: dict) -> str:
+    """ "0.95× ±3%", flagged ⚠ when the self-check finds the pairs disagree by more than ±10%."""
+    return f"{record['value']:.2f}× ±{record['spread']:.0%}" + ("" if record["stable"] else " ⚠")
 
 
 def markdown(records: list[dict]) -> str:
@@ -265,9 +253,9 @@ def markdown(records: list[dict]) -> str:
             f"{figures[f'{prefix}/{m}']['value']:.3g}" if f"{prefix}/{m}" in figures else "unsupported" for m in columns
         ]
         vs_np = figures.get(f"{prefix}/bookkeeping_vs_nonprivate")
-        cells.append(f"{vs_np['value']:.2f}×" if vs_np else "n/a")
+        cells.append(ratio_cell(vs_np) if vs_np else "n/a")
         best = next((r for r in records if r["name"].startswith(prefix + "/") and "best_opacus" in r), None)
-        cells.append(f"{best['value']:.2f}× ({best['best_opacus'].removeprefix('opacus_')})" if best else "n/a")
+        cells.append(f"{ratio_cell(best)} ({best['best_opacus'].removeprefix('opacus_')})" if best else "n/a")
         lines.append(f"| {descriptions.get(model + '/', model)} | {batch} | " + " | ".join(cells) + " |")
     worst = max((r["value"] for r in records if r["unit"] == "rel. deviation"), default=None)
     if worst is not None:

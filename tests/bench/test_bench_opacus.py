@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from bench import memory, opacus_compare
+from bench.timing import ratio_record
 
 pytest.importorskip("opacus", reason="Opacus is a benchmark-only dependency; make test installs it")
 # Opacus' hooks on a first layer whose input needs no gradient: expected, harmless
@@ -35,12 +36,13 @@ def test_markdown_tables_name_the_best_opacus_mode():
         {"name": f"{prefix}/{mode}", "value": value, "unit": "steps/s"}
         for mode, value in [("nonprivate", 100.0), ("bookkeeping", 60.0), ("opacus_ghost", 30.0)]
     ]
-    records.append({"name": f"{prefix}/bookkeeping_vs_nonprivate", "value": 0.6, "unit": "x"})
+    records.append(ratio_record(prefix, "bookkeeping", "nonprivate", [0.6, 0.6, 0.6, 0.6, 0.6]))
     records.append(
-        {"name": f"{prefix}/bookkeeping_vs_opacus_ghost", "value": 2.0, "unit": "x", "best_opacus": "opacus_ghost"}
+        ratio_record(prefix, "bookkeeping", "opacus_ghost", [1.5, 2.0, 2.0, 2.0, 2.5], best_opacus="opacus_ghost")
     )
     table = opacus_compare.markdown(records)
-    assert "0.60×" in table and "2.00× (ghost)" in table and "unsupported" in table  # hooks etc. not run
+    assert "0.60× ±0%" in table and "unsupported" in table  # hooks etc. not run
+    assert "2.00× ±15% ⚠ (ghost)" in table, table  # the self-check flags pairs that disagree by more than ±10%
 
     mem = [
         {"name": "memory/cnn/b1024/nonprivate", "value": 80.0, "unit": "MB"},
