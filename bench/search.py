@@ -124,10 +124,11 @@ def run(quick: bool = False, rows: list[SearchRow] | None = None) -> list[dict]:
             print(f"skipping {row.name}: no {dataset_name} files here (DPLAB_DATA_DIR)", file=sys.stderr)
             continue
         sigma, privacy = calibrate(row)
-        dataset = load_dataset(dataset_name, default_data_dirs())
+        dirs = default_data_dirs()  # the last is the data home's, where ScatterNet features are cached once
+        dataset = load_dataset(dataset_name, dirs)
         trials = expand_sweep(grid_spec(row, sigma))
         started = time.perf_counter()
-        results = [(point.values, train(parse_spec(point.spec), dataset=dataset)) for point in trials]
+        results = [(point.values, train(parse_spec(point.spec), data_dirs=dirs, dataset=dataset)) for point in trials]
         seconds = time.perf_counter() - started
         best_values, best = max(results, key=lambda pair: pair[1].test_accuracy) if results else ({}, None)
         accuracy = best.test_accuracy if best is not None else float("nan")
