@@ -47,31 +47,15 @@ def parse_search(raw: Any) -> TrialCount:
         raise SpecError(
             "search.distribution", f"must be one of {', '.join(names)}; got {raw.get('distribution')!r:.80}"
         )
-    mean = raw.get("mean")
-    if (
-        isinstance(mean, bool)
-        or not isinstance(mean, int | float)
-        or not (math.isfinite(mean) and 1 <= mean <= MAX_MEAN)
-    ):
-        raise SpecError("search.mean", f"must be a number in [1, {MAX_MEAN:g}] (the expected number of trials)")
     distribution = TrialDistribution(raw["distribution"])
     shape = raw.get("shape")
-    if distribution is TrialDistribution.NEGATIVE_BINOMIAL:
-        shape = DEFAULT_SHAPE if shape is None else shape
-        if (
-            isinstance(shape, bool)
-            or not isinstance(shape, int | float)
-            or not (math.isfinite(shape) and 0 < shape <= 100)
-        ):
-            raise SpecError("search.shape", "must be a number in (0, 100] (η of the truncated negative binomial)")
-    elif shape is not None:
-        raise SpecError(
-            "search.shape", f"only the negative_binomial distribution has a shape, not {distribution.value}"
-        )
-    try:
-        return TrialCount(distribution=distribution, mean=float(mean), shape=None if shape is None else float(shape))
+    if distribution is TrialDistribution.NEGATIVE_BINOMIAL and shape is None:
+        shape = DEFAULT_SHAPE
+    try:  # the ranges live with the trial count
+        return TrialCount(distribution=distribution, mean=raw.get("mean"), shape=shape)
     except PrivacyError as exc:
-        raise SpecError("search.mean", str(exc)) from None
+        field = "search.shape" if str(exc).startswith("shape") else "search.mean"
+        raise SpecError(field, str(exc)) from None
 
 
 def draw_trials(configurations: Sequence[dict[str, Any]], trials: TrialCount) -> list[dict[str, Any]]:

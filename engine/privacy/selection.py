@@ -35,6 +35,7 @@ from engine.privacy.ledger import PrivacyLedger, Release
 
 MAX_TRIALS = 1000  # the most trials one search trains
 MAX_MEAN = 100.0
+MAX_SHAPE = 100.0
 MAX_TAIL = 1e-12  # the largest P(K > MAX_TRIALS) accepted: it is added to δ, times 1 + eᵉ
 COMPOSITION_ACCOUNTANTS = ("rdp", "pld")  # releasing every run of a grid: the tightest of these
 
@@ -75,11 +76,13 @@ class TrialCount:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "distribution", TrialDistribution(self.distribution))
-        if not (isinstance(self.mean, int | float) and math.isfinite(self.mean) and 1 <= self.mean <= MAX_MEAN):
-            raise PrivacyError(f"mean must be a number in [1, {MAX_MEAN:g}], got {self.mean!r}")
+        if not (number(self.mean) and 1 <= self.mean <= MAX_MEAN):
+            raise PrivacyError(f"mean must be a number in [1, {MAX_MEAN:g}] (the expected number of trials)")
         if self.distribution is TrialDistribution.NEGATIVE_BINOMIAL:
-            if not (isinstance(self.shape, int | float) and math.isfinite(self.shape) and 0 < self.shape <= 100):
-                raise PrivacyError(f"shape must be a number in (0, 100], got {self.shape!r}")
+            if not (number(self.shape) and 0 < self.shape <= MAX_SHAPE):
+                raise PrivacyError(
+                    f"shape must be a number in (0, {MAX_SHAPE:g}] (η of the truncated negative binomial)"
+                )
         elif self.shape is not None:
             raise PrivacyError(f"shape is for the negative binomial only, not the {self.distribution.value}")
         if (tail := self.tail()) > MAX_TAIL:
@@ -139,6 +142,11 @@ class TrialCount:
         title = TRIAL_DISTRIBUTION_TITLES[self.distribution]
         shape = f", η = {self.shape:g}" if self.shape is not None else ""
         return f"{title} number of trials (mean {self.mean:g}{shape})"
+
+
+def number(value) -> bool:
+    """A finite int or float, not a bool."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def tnb_mean(gamma: float, shape: float) -> float:

@@ -103,10 +103,11 @@ def test_composition_is_the_tightest_valid_bound_of_releasing_every_run(params):
     every = dp_event.ComposedDpEvent([ledger.dp_event() for ledger in ledgers])
     name, epsilon = composition_epsilon(ledgers, delta=DELTA)
     rdp = RdpAccountant().compose(every).get_epsilon(DELTA)
-    pld = PLDAccountant(value_discretization_interval=1e-3).compose(every).get_epsilon(DELTA)
+    pld = PLDAccountant(value_discretization_interval=1e-4).compose(every).get_epsilon(DELTA)
     assert name in ("rdp", "pld")
     assert epsilon <= rdp * (1 + 1e-9)
-    assert epsilon == pytest.approx(min(rdp, pld), rel=0.02, abs=1e-3)  # PLD within its discretization
+    # dp-accounting's PLD is pessimistic by up to about its grid step per composition; ours uses a finer grid
+    assert epsilon == pytest.approx(min(rdp, pld), rel=0.02, abs=2e-4)
     single = max(RdpAccountant().compose(ledger.dp_event()).get_epsilon(DELTA) for ledger in ledgers)
     assert epsilon <= len(ledgers) * single * (1 + 1e-9) + 1e-9
 
