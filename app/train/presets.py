@@ -7,6 +7,7 @@ Each preset is the spec of a published or benchmarked setting, copied from `benc
 from dataclasses import dataclass
 from typing import Any
 
+from engine.privacy.auditing import CANARY_KINDS
 from engine.training.config.examples import digits_demo_spec
 from engine.training.config.keys import RANGES
 
@@ -281,13 +282,17 @@ def form_values(spec: dict[str, Any]) -> dict[str, Any]:
     values["use_pca"] = "pca_dims" in spec
     values["mode"] = SIGMA_MODE if "noise_multiplier" in spec else TARGET_MODE
     if "audit" in spec:
-        values |= {"audit": True, "audit_canaries": spec["audit"]["canaries"], "audit_kind": spec["audit"]["kind"]}
+        audit = spec["audit"]
+        if not (isinstance(audit, dict) and same_kind(audit.get("canaries"), 1) and audit.get("kind") in CANARY_KINDS):
+            raise PresetError(f"audit: {audit!r:.80} is not an audit the form can show")
+        values |= {"audit": True, "audit_canaries": int(audit["canaries"]), "audit_kind": audit["kind"]}
     schedule = spec.get("lr_schedule", {"kind": "constant"})
-    values["lr_schedule"] = schedule["kind"]
-    if schedule["kind"] == "linear":
+    kind = schedule.get("kind") if isinstance(schedule, dict) else None
+    values["lr_schedule"] = kind
+    if kind == "linear" and same_kind(schedule.get("end_factor"), 1.0) and same_kind(schedule.get("epochs"), 1.0):
         values["lr_end_factor"], values["lr_decay_epochs"] = schedule["end_factor"], schedule["epochs"]
-    elif schedule["kind"] != "constant":
-        raise PresetError(f"lr_schedule: the form offers constant and linear, the spec {schedule['kind']!r}")
+    elif kind != "constant":
+        raise PresetError(f"lr_schedule: the form offers constant and linear schedules, the spec {schedule!r:.80}")
     for key, options in OPTIONS.items():
         if values[key] not in options:
             raise PresetError(f"{key}: {values[key]!r} is not among the form's values {options}")

@@ -5,7 +5,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.train.form_spec import raw_spec
-from app.train.presets import FORM_DEFAULTS, form_values
+from app.train.presets import FORM_DEFAULTS, PresetError, form_values
 from engine.training import parse_spec
 from tests.apptest_helpers import MAIN
 from tests.helpers import fast_spec
@@ -64,3 +64,20 @@ def test_a_spec_with_an_audit_fills_the_form_back():
     assert (values["audit"], values["audit_canaries"], values["audit_kind"]) == (True, 500, "gradient")
     assert raw_spec(values)["audit"] == {"canaries": 500, "kind": "gradient"}
     assert form_values(fast_spec())["audit"] is False
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"lr_schedule": {}}, "lr_schedule"),
+        ({"lr_schedule": "linear"}, "lr_schedule"),
+        ({"lr_schedule": {"kind": "linear", "end_factor": "x", "epochs": 2}}, "lr_schedule"),
+        ({"audit": {"canaries": "many", "kind": "gradient"}}, "audit"),
+        ({"audit": {"canaries": 100, "kind": "sideways"}}, "audit"),
+        ({"audit": []}, "audit"),
+    ],
+)
+def test_a_spec_the_form_cannot_show_is_refused_by_name(change, field):
+    """An imported record can hold anything: the form names what it cannot show instead of failing."""
+    with pytest.raises(PresetError, match=f"^{field}: "):
+        form_values(fast_spec() | change)
