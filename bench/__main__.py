@@ -85,7 +85,8 @@ def _fmt(value: float) -> str:
 def markdown_table(records: list[dict]) -> str:
     lines = ["| figure | value | unit | compared |", "|---|---:|---|---|"]
     for r in records:
-        compared = f"{r['numerator']} / {r['denominator']}" if "numerator" in r else r.get("compared", "")
+        compared = f"{r['numerator']} / {r['denominator']}" if "numerator" in r else ""
+        compared = "; ".join(filter(None, (compared, r.get("compared", ""))))
         lines.append(f"| {r['name']} | {_fmt(r['value'])} | {r['unit']} | {compared} |")
     return "\n".join(lines)
 
