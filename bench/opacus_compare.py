@@ -72,7 +72,7 @@ class Settings:
 
 
 FULL = Settings(Timing(block_s=0.5, pairs=7, budget_s=120.0), batch_sizes=(256, 1024))
-QUICK = Settings(Timing(block_s=0.3, pairs=7, budget_s=45.0), batch_sizes=(256,))
+QUICK = Settings(Timing(block_s=0.3, pairs=11, budget_s=70.0), batch_sizes=(256,))
 
 
 def random_batch(case: ModelCase, batch: int, device: torch.device) -> tuple[Tensor, Tensor]:
