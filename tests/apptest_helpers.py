@@ -27,6 +27,22 @@ def open_page(page: str) -> AppTest:
     return at
 
 
+def open_app() -> AppTest:
+    """The app run once on its default page (Train), without an exception."""
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def train_form_spec(at: AppTest) -> dict:
+    """The raw spec the Train form describes, from its widget values."""
+    from app.train.form_spec import raw_spec
+    from app.train.presets import FORM_DEFAULTS
+
+    return raw_spec({name: at.session_state[f"train_{name}"] for name in FORM_DEFAULTS})
+
+
 def open_page_unchecked(page: str) -> AppTest:
     """The app switched to `views/<page>.py`, whatever happened there (the test looks at it itself)."""
     at = AppTest.from_file(MAIN, default_timeout=120)

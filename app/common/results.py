@@ -12,6 +12,13 @@ def finite_epsilon(run: RunRecord) -> float | None:
     return float(epsilon) if usable else None
 
 
+def finite_accuracy(run: RunRecord) -> float | None:
+    """The run's final test accuracy, if its result holds a finite number."""
+    accuracy = (run.result or {}).get("test_accuracy")
+    usable = isinstance(accuracy, int | float) and not isinstance(accuracy, bool) and math.isfinite(accuracy)
+    return float(accuracy) if usable else None
+
+
 MIN_ETA_STEPS, MIN_ETA_SECONDS = 10, 1.0  # the measured pace an ETA needs: early steps are noisy
 
 

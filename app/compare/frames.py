@@ -9,7 +9,7 @@ import pandas as pd
 
 from app.common.cells import table_cell
 from app.common.labels import dataset_label, run_label
-from app.common.results import finite_epsilon
+from app.common.results import finite_accuracy, finite_epsilon
 from app.common.safe_text import csv_bytes, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import is_unbounded
@@ -107,15 +107,12 @@ def frontier_points(runs: Sequence[RunRecord]) -> pd.DataFrame:
         {
             "run": run.id,
             "epsilon": epsilon,
-            "accuracy": run.result["test_accuracy"],
+            "accuracy": accuracy,
             "label": run_label(run),
             "audited": audited_epsilon(run),
         }
         for run in runs
-        if (epsilon := finite_epsilon(run)) is not None
-        and isinstance(accuracy := (run.result or {}).get("test_accuracy"), int | float)
-        and not isinstance(accuracy, bool)
-        and math.isfinite(accuracy)
+        if (epsilon := finite_epsilon(run)) is not None and (accuracy := finite_accuracy(run)) is not None
     ]
     return pd.DataFrame(rows, columns=["run", "epsilon", "accuracy", "label", "audited"])
 

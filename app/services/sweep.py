@@ -18,6 +18,7 @@ from engine.jobs.sweep import (
     SweepSubmission,
     expand_sweep,
     grid_configurations,
+    point_label,
     privacy_of_sweep,
     submit_sweep,
     sweep_search,
@@ -49,12 +50,12 @@ def preview_sweep(raw_grid: dict) -> SweepPreview:
                 try:
                     parse_spec({"seed": 0} | point.spec)
                 except SpecError as exc:
-                    raise SweepError(f"grid point {_point_label(point.values)}", str(exc)) from None
+                    raise SweepError(f"grid point {point_label(point.values)}", str(exc)) from None
             return SweepPreview(search=trials, configurations=len(configurations))
         points = expand_sweep(raw_grid)
         keys: dict[str, str] = {}
         for point in points:
-            label = _point_label(point.values)
+            label = point_label(point.values)
             try:
                 key = parse_spec(point.spec).cache_key(ENGINE_VERSION)
             except SpecError as exc:
@@ -69,10 +70,6 @@ def preview_sweep(raw_grid: dict) -> SweepPreview:
     cached = sum(a is not None and a.cached for a in answers)
     active = sum(a is not None and not a.cached for a in answers)
     return SweepPreview(runs=len(points), cached=cached, active=active, configurations=len(points))
-
-
-def _point_label(values: dict) -> str:
-    return ", ".join(f"{k}={json.dumps(v)}" for k, v in values.items())
 
 
 @st.cache_data(show_spinner="Computing what releasing the best run costs…", max_entries=64)

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from app.common.cells import table_cell
-from app.common.results import finite_epsilon
+from app.common.results import finite_accuracy, finite_epsilon
 from app.sweep.grid import label
 from cache import RunRecord, RunStatus, SweepRecord
 
@@ -81,8 +81,8 @@ def finished_points(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.Dat
         run = runs.get(run_id)
         if run is None or run.status is not RunStatus.FINISHED:
             continue
-        epsilon, accuracy = finite_epsilon(run), (run.result or {}).get("test_accuracy")
-        if epsilon is None or not isinstance(accuracy, int | float) or not math.isfinite(accuracy):
+        epsilon, accuracy = finite_epsilon(run), finite_accuracy(run)
+        if epsilon is None or accuracy is None:
             continue
         point = point if isinstance(point, dict) else {}
         values = {key: table_cell(point.get(key)) for key in parameters(sweep)}

@@ -9,9 +9,11 @@ from typing import Any
 import streamlit as st
 
 from app import services
+from app.common.results import finite_accuracy
 from app.common.safe_text import literal
 from cache import RunRecord, RunStatus, SweepRecord
-from engine.jobs.search import SweepPrivacy, format_epsilon
+from engine.jobs.search import SweepPrivacy
+from engine.privacy import epsilon_text
 
 PRIVACY_NEUTRAL = ("name", "vectorize", "on_worker_lost")  # grid spec keys that change no ε
 
@@ -38,14 +40,8 @@ def planned_cost(raw_grid: dict[str, Any] | None, slot, problem: str | None) -> 
 
 def best_run(runs: list[RunRecord]) -> RunRecord | None:
     """The finished run with the highest final test accuracy (the score a search selects by)."""
-    scored = [
-        run
-        for run in runs
-        if run.status is RunStatus.FINISHED
-        and isinstance(accuracy := (run.result or {}).get("test_accuracy"), int | float)
-        and math.isfinite(accuracy)
-    ]
-    return max(scored, key=lambda run: run.result["test_accuracy"], default=None)
+    scored = [run for run in runs if run.status is RunStatus.FINISHED and finite_accuracy(run) is not None]
+    return max(scored, key=finite_accuracy, default=None)
 
 
 def release_caveat(sweep: SweepRecord, runs: list[RunRecord]) -> str | None:
@@ -74,7 +70,7 @@ def headline(sweep: SweepRecord, runs: list[RunRecord], slot) -> None:
         epsilon, delta = release_epsilon(sweep, runs, found)
         left.metric(
             "ε of releasing the best run",
-            format_epsilon(epsilon),
+            epsilon_text(epsilon),
             help=f"At δ = {delta:.3g}: covers the best run's model and score; every other run stays in the lab.",
         )
         right.metric("Best run (test accuracy)", f"{best.result['test_accuracy']:.2%}" if best else "—")

@@ -158,6 +158,11 @@ def number(label: str, name: str, *, step: float | int, help: str, format: str |
     )
 
 
+def seed(*, help: str) -> None:
+    """The form's seed: any integer in [0, 2³¹ − 1]."""
+    st.number_input("Seed", 0, 2**31 - 1, key=key("seed"), persist_state=KEEP, help=help)
+
+
 def min_open_value(name: str) -> float:
     """The smallest value a typed field accepts where the engine's range is open at 0."""
     return {"delta": 1e-12}.get(name, 1e-4)

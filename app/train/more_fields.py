@@ -4,7 +4,7 @@ optimizer, anisotropic-noise weights and a one-run audit of ε with canaries). W
 import streamlit as st
 
 from app.train import form_spec
-from app.train.form_state import KEEP, choice, field_value, key, number, slider
+from app.train.form_state import KEEP, choice, field_value, key, number, seed, slider
 from app.train.presets import ANISO_MAX_RATIOS, ANISO_SMOOTHINGS, OPTIMIZERS, ROUNDS, THRESHOLDS
 from engine.privacy.auditing import CANARY_KINDS, audit_ceiling
 from engine.training.config.audit import AUDIT_CANARIES
@@ -59,14 +59,7 @@ def learner_fields() -> None:
             format_func=lambda t: f"{t:,}" if t else "all (N)",
             help="One training example per round; more rounds shrink η = ε/√(32 T ln(1/δ)).",
         )
-    st.number_input(
-        "Seed",
-        0,
-        2**31 - 1,
-        key=key("seed"),
-        persist_state=KEEP,
-        help="Fixes the mechanism's randomness: the same spec and seed give the same output.",
-    )
+    seed(help="Fixes the mechanism's randomness: the same spec and seed give the same output.")
 
 
 def advanced() -> None:

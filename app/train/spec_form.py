@@ -21,6 +21,7 @@ from app.train.form_state import (
     key,
     number,
     preset_caption,
+    seed,
     slider,
 )
 from app.train.more_fields import advanced, learner_fields
@@ -280,11 +281,4 @@ def training() -> None:
             persist_state=KEEP,
             help="Epochs over which the rate decays linearly, then stays.",
         )
-    st.number_input(
-        "Seed",
-        0,
-        2**31 - 1,
-        key=key("seed"),
-        persist_state=KEEP,
-        help="Fixes the initialization; in the reproducible noise mode the whole spec fixes the lots and noise.",
-    )
+    seed(help="Fixes the initialization; in the reproducible noise mode the whole spec fixes the lots and noise.")

@@ -14,12 +14,11 @@ of a private search over the same configurations.
 import dataclasses
 import functools
 import json
-import math
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engine.privacy import ACCOUNTANTS, PrivacyError
+from engine.privacy import ACCOUNTANTS, PrivacyError, epsilon_text
 from engine.privacy.selection import (
     MAX_MEAN,
     SearchEpsilon,
@@ -119,9 +118,9 @@ class SweepPrivacy:
             f"configuration{'s' * (search.configurations != 1)})"
         )
         fixed = f"the best of a fixed grid of {self.runs} run{'s' * (self.runs != 1)}"
-        search_text = f"ε = {format_epsilon(search.epsilon)} at δ = {search.delta:.3g}"
+        search_text = f"ε = {epsilon_text(search.epsilon)} at δ = {search.delta:.3g}"
         accountant = ACCOUNTANTS[name].short if (name := self.composition_accountant) in ACCOUNTANTS else name
-        fixed_text = f"ε = {format_epsilon(self.composition_epsilon)} at δ = {self.delta:.3g}"
+        fixed_text = f"ε = {epsilon_text(self.composition_epsilon)} at δ = {self.delta:.3g}"
         if self.searching:
             return (
                 f"Releasing {searched} costs {search_text} (Papernot & Steinke 2022), however many trials run; "
@@ -132,10 +131,6 @@ class SweepPrivacy:
             f"choosing the best looks at all of them. A private search ({search.trials.describe()}) would cost "
             f"{search_text}."
         )
-
-
-def format_epsilon(epsilon: float) -> str:
-    return "∞" if math.isinf(epsilon) else f"{epsilon:.3g}"
 
 
 def suggested_search(runs: int, ledgers: Sequence, *, delta: float) -> SearchEpsilon:
@@ -167,12 +162,18 @@ def plan_of(spec_json: str):
     return plan_spec(parse_spec(json.loads(spec_json) | {"seed": 0}))
 
 
-def trials_composition(specs: Sequence[Mapping[str, Any]]) -> tuple[str, float, float]:
-    """(accountant, ε, δ) of releasing every one of these runs: what a search whose trials did not all run costs."""
+def ledgers_of(specs: Sequence[Mapping[str, Any]]) -> tuple[list, float]:
+    """Each raw spec's planned ledger (None: not private) and the smallest δ among them (1e-5 when none is
+    private: every ε is then ∞ whatever δ)."""
     plans = planned(specs)
     deltas = [plan.delta for plan in plans if plan.private and plan.delta]
-    delta = min(deltas) if deltas else 1e-5
-    accountant, epsilon = composition_epsilon([p.ledger() if p.private else None for p in plans], delta=delta)
+    return [plan.ledger() if plan.private else None for plan in plans], min(deltas) if deltas else 1e-5
+
+
+def trials_composition(specs: Sequence[Mapping[str, Any]]) -> tuple[str, float, float]:
+    """(accountant, ε, δ) of releasing every one of these runs: what a search whose trials did not all run costs."""
+    ledgers, delta = ledgers_of(specs)
+    accountant, epsilon = composition_epsilon(ledgers, delta=delta)
     return accountant, float(epsilon), delta
 
 
@@ -182,10 +183,7 @@ def sweep_privacy(
     """The two costs for `configurations` (raw run specs, one per grid point) trained `seeds` times each in a
     fixed grid; `trials`: the sweep is that private search. The ledgers are the planned ones (every step the
     plan allows; a run that stops early spent less). δ is the smallest δ of the configurations."""
-    plans = planned(configurations)
-    ledgers = [plan.ledger() if plan.private else None for plan in plans]
-    deltas = [plan.delta for plan in plans if plan.private and plan.delta]
-    delta = min(deltas) if deltas else 1e-5
+    ledgers, delta = ledgers_of(configurations)
     accountant, composed = composition_epsilon([lg for lg in ledgers for _ in range(seeds)], delta=delta)
     return SweepPrivacy(
         delta=delta,

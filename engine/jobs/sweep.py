@@ -175,7 +175,8 @@ def privacy_of_sweep(raw: Any) -> SweepPrivacy:
         raise SweepError("grid", str(exc)) from None
 
 
-def _label(values: dict[str, Any]) -> str:
+def point_label(values: Mapping[str, Any]) -> str:
+    """A grid point as errors name it: "lr=0.5, seed=0"."""
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in values.items())
 
 
@@ -215,10 +216,10 @@ def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmiss
             parsed = parse_spec(training)
             run = new_run(parsed, options)
         except SpecError as exc:
-            raise SweepError(f"grid point {_label(point.values)}", str(exc)) from None
+            raise SweepError(f"grid point {point_label(point.values)}", str(exc)) from None
         if run.cache_key in seen:
-            raise SweepError("grid", f"points {seen[run.cache_key]} and {_label(point.values)} train the same run")
-        seen[run.cache_key] = _label(point.values)
+            raise SweepError("grid", f"points {seen[run.cache_key]} and {point_label(point.values)} train the same run")
+        seen[run.cache_key] = point_label(point.values)
         members.append((point.values, run))
         new_specs.append(parsed if force or store.answering_run(run.cache_key) is None else None)
     # a search's trials must be independent runs (Papernot & Steinke's analysis): they never share lots in a stack

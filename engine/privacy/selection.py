@@ -29,7 +29,7 @@ import scipy.stats
 from dp_accounting import dp_event
 
 from engine.privacy.accountants import panel
-from engine.privacy.accountants.rdp import DEFAULT_ORDERS, RdpAccountant, compose_counts, release_rdp
+from engine.privacy.accountants.rdp import DEFAULT_ORDERS, RdpAccountant, cumulative_rdp
 from engine.privacy.errors import NotApplicableError, PrivacyError, check_delta
 from engine.privacy.ledger import PrivacyLedger, Release
 
@@ -171,15 +171,6 @@ class TruncatedNegativeBinomial:
         return np.minimum(1.0, self.inner.sf(np.maximum(k, 0)) / self.mass)
 
 
-def ledger_rdp(ledger: PrivacyLedger, orders: tuple[float, ...] = DEFAULT_ORDERS) -> np.ndarray:
-    """A whole ledger's RDP at each order (memoized per release)."""
-    if not ledger.releases:
-        return np.zeros(len(orders))
-    per_release = np.stack([release_rdp(r.event, ledger, orders) for r in ledger.releases])
-    counts = np.array([[r.count for r in ledger.releases]])
-    return compose_counts(counts, per_release)[0]
-
-
 def worst_rdp(ledgers: Sequence[PrivacyLedger | None], orders: tuple[float, ...] = DEFAULT_ORDERS) -> np.ndarray:
     """The RDP of running one of `ledgers` picked at random: their pointwise maximum (∞ if one is None, not
     private)."""
@@ -189,7 +180,7 @@ def worst_rdp(ledgers: Sequence[PrivacyLedger | None], orders: tuple[float, ...]
         return np.full(len(orders), np.inf)
     if len({ledger.neighboring for ledger in ledgers}) > 1:
         raise NotApplicableError("the configurations protect different neighbouring relations")
-    return np.max(np.stack([ledger_rdp(ledger, orders) for ledger in ledgers]), axis=0)
+    return np.max(np.stack([cumulative_rdp(ledger, [ledger.steps], orders)[0] for ledger in ledgers]), axis=0)
 
 
 class SearchAccountant(RdpAccountant):

@@ -83,6 +83,14 @@ def compose_counts(counts: np.ndarray, per_release: np.ndarray) -> np.ndarray:
     return np.where(charged_unbounded, np.inf, cumulative)
 
 
+def cumulative_rdp(ledger: PrivacyLedger, steps, orders: tuple[float, ...] = DEFAULT_ORDERS) -> np.ndarray:
+    """(len(steps) × orders) RDP of the ledger after each of `steps` (every up-front release included)."""
+    if not ledger.releases:
+        return np.zeros((len(steps), len(orders)))
+    per_release = np.stack([release_rdp(r.event, ledger, orders) for r in ledger.releases])
+    return compose_counts(ledger.counts_at(steps), per_release)
+
+
 def curve(
     ledger: PrivacyLedger,
     *,
@@ -92,11 +100,10 @@ def curve(
 ) -> EpsilonCurve:
     """ε after each of `steps` (default: every step 1..T). 10,000 steps cost about 0.1 s."""
     steps = ledger.queried_steps(steps)
-    per_release = np.stack([release_rdp(r.event, ledger, orders) for r in ledger.releases]) if ledger.releases else None
-    if per_release is None or len(steps) == 0:
+    if not ledger.releases or len(steps) == 0:
         zeros = np.zeros(len(steps))
         return EpsilonCurve(accountant=NAME, delta=delta, steps=steps, epsilons=zeros, best_orders=zeros)
-    cumulative = compose_counts(ledger.counts_at(steps), per_release)
+    cumulative = cumulative_rdp(ledger, steps, orders)
     eps, best = epsilons_from_rdp(cumulative, orders, delta)
     return EpsilonCurve(
         accountant=NAME, delta=delta, steps=steps, epsilons=eps, best_orders=best, order_edges=(orders[0], orders[-1])

@@ -7,8 +7,9 @@ import pytest
 
 from app.common.safe_text import unescape
 from cache import RunStatus
-from engine.jobs.search import format_epsilon, trials_composition
+from engine.jobs.search import trials_composition
 from engine.jobs.sweep import privacy_of_sweep, submit_sweep
+from engine.privacy import epsilon_text
 from engine.privacy.selection import TrialCount
 from tests.apptest_helpers import open_page
 from tests.helpers import fast_spec
@@ -98,4 +99,4 @@ def test_a_search_with_cancelled_trials_costs_the_composition_of_every_trial(hom
 
 
 def test_infinity_reads_as_infinity():
-    assert format_epsilon(math.inf) == "∞" and format_epsilon(2.345) == "2.35"
+    assert epsilon_text(math.inf) == "∞" and epsilon_text(2.345) == "2.35"

@@ -2,12 +2,11 @@
 run it launches is audited, and a spec with an audit fills the form back."""
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from app.train.form_spec import raw_spec
-from app.train.presets import FORM_DEFAULTS, PresetError, form_values
+from app.train.presets import PresetError, form_values
 from engine.training import parse_spec
-from tests.apptest_helpers import MAIN
+from tests.apptest_helpers import open_app, train_form_spec
 from tests.helpers import fast_spec
 
 
@@ -16,22 +15,11 @@ def _no_shared_data(monkeypatch):
     monkeypatch.delenv("DPLAB_DATA_DIR", raising=False)
 
 
-def open_app() -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def described(at: AppTest) -> dict:
-    return raw_spec({name: at.session_state[f"train_{name}"] for name in FORM_DEFAULTS})
-
-
 def test_the_audit_option_goes_into_the_spec_and_the_run(home, store):
     at = open_app()
     box = at.checkbox(key="train_audit")
     assert box.label == "Audit ε with canaries" and "lower bound" in box.help and "never changes ε" in box.help
-    assert "audit" not in described(at)
+    assert "audit" not in train_form_spec(at)
     assert "train_audit_canaries" not in {w.key for w in at.number_input}
     box.check().run()
     canaries = at.number_input(key="train_audit_canaries")
@@ -40,8 +28,8 @@ def test_the_audit_option_goes_into_the_spec_and_the_run(home, store):
     assert kind.value == "gradient" and "white-box" in kind.help
     canaries.set_value(200).run()
     at.radio(key="train_audit_kind").set_value("input").run()
-    assert described(at)["audit"] == {"canaries": 200, "kind": "input"}
-    parse_spec(described(at) | {"epochs": 1})  # a spec the engine accepts
+    assert train_form_spec(at)["audit"] == {"canaries": 200, "kind": "input"}
+    parse_spec(train_form_spec(at) | {"epochs": 1})  # a spec the engine accepts
     at.button(key="train").click().run()
     assert not at.exception, at.exception
     [run] = store.list_runs()
@@ -55,7 +43,7 @@ def test_only_dpsgd_offers_an_audit(home, algorithm):
     at.selectbox(key="train_algorithm").set_value(algorithm).run()
     assert not at.exception, at.exception
     assert "train_audit" not in {w.key for w in at.checkbox}
-    assert "audit" not in described(at), "a checked box left behind must not audit another algorithm"
+    assert "audit" not in train_form_spec(at), "a checked box left behind must not audit another algorithm"
 
 
 def test_a_spec_with_an_audit_fills_the_form_back():

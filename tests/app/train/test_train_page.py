@@ -9,12 +9,12 @@ from streamlit.testing.v1 import AppTest
 
 from app.common.labels import ALGORITHM_TITLES
 from app.common.safe_text import unescape
-from app.train.form_spec import learner, raw_spec
-from app.train.presets import FORM_DEFAULTS, PRESETS
+from app.train.form_spec import learner
+from app.train.presets import PRESETS
 from cache import RunStatus
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec, plan_spec
-from tests.apptest_helpers import MAIN, chart_specs, chart_titles, metrics
+from tests.apptest_helpers import MAIN, chart_specs, chart_titles, metrics, open_app, train_form_spec
 from tests.helpers import fast_spec
 
 WIDGET_KINDS = ("selectbox", "select_slider", "slider", "radio", "checkbox", "number_input", "button")
@@ -24,18 +24,6 @@ WIDGET_KINDS = ("selectbox", "select_slider", "slider", "radio", "checkbox", "nu
 def _no_shared_data(monkeypatch):
     """Datasets other than the built-in digits are absent unless a test provides them."""
     monkeypatch.delenv("DPLAB_DATA_DIR", raising=False)
-
-
-def open_app() -> AppTest:
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def form_spec(at: AppTest) -> dict:
-    """The raw spec the Train form describes, from its widget values."""
-    return raw_spec({name: at.session_state[f"train_{name}"] for name in FORM_DEFAULTS})
 
 
 def labels(at: AppTest) -> set[str]:
@@ -66,7 +54,7 @@ def test_train_page_shows_the_working_preset(home):
     assert shown["Steps"] == "450" and float(shown["ε after training (RDP)"]) <= 3.0
     assert float(shown["Noise multiplier σ"]) > 1.0
     assert not at.button(key="train").disabled
-    assert form_spec(at) == fast_spec()
+    assert train_form_spec(at) == fast_spec()
     [planned] = [spec for spec in chart_specs(at) if spec["layout"]["title"]["text"].startswith("Planned ε")]
     [curve] = planned["data"]
     epsilons = (
@@ -112,7 +100,7 @@ def test_each_preset_fills_a_valid_spec(home, name):
     at = open_app()
     at.selectbox(key="train_preset").set_value(name).run()
     assert not at.exception, at.exception
-    spec = form_spec(at)
+    spec = train_form_spec(at)
     assert parse_spec(spec).to_dict() == parse_spec(PRESETS[name].spec).to_dict()
     assert not at.error, [e.value for e in at.error]
     plan = plan_spec(parse_spec(spec))
@@ -164,14 +152,14 @@ def test_algorithm_switch_shows_only_the_keys_that_apply(home):
     assert "Lot size L" not in noisy and "Batch size" not in noisy  # full batch
     assert at.selectbox(key="train_dataset").value == "adult"  # the one two-class dataset
     assert at.selectbox(key="train_model").options == ["Logistic regression"]
-    assert set(form_spec(at)) >= {"count_epsilon", "clip_norm", "delta"} and "lot_size" not in form_spec(at)
+    assert set(train_form_spec(at)) >= {"count_epsilon", "clip_norm", "delta"} and "lot_size" not in train_form_spec(at)
 
     at.selectbox(key="train_algorithm").set_value("nonprivate").run()
     plain = labels(at)
     assert not {"Target ε", "δ", "Clipping norm C", "Noise multiplier σ"} & plain
     assert "Batch size" in plain
     assert metrics(at)["ε"] == "∞"
-    assert "delta" not in form_spec(at) and "clip_norm" not in form_spec(at)
+    assert "delta" not in train_form_spec(at) and "clip_norm" not in train_form_spec(at)
 
     at.selectbox(key="train_algorithm").set_value("dpsgd").run()  # values come back as they were
     assert at.number_input(key="train_clip_norm").value == 1.0 and at.number_input(key="train_delta").value == 1e-5
@@ -314,12 +302,12 @@ def test_the_noise_mode_goes_into_the_spec_and_the_run_panel_names_it(home, stor
     at = open_app()
     radio = at.radio(key="train_noise")
     assert radio.value == "reproducible" and "cryptographic randomness" in radio.help
-    assert "noise" not in form_spec(at)  # the lab mode is the engine's default
+    assert "noise" not in train_form_spec(at)  # the lab mode is the engine's default
     radio.set_value("release").run()
     at.button(key="train").click().run()
     assert not at.exception, at.exception
     [run] = store.list_runs()
-    assert run.spec["noise"] == "release" and form_spec(at)["noise"] == "release"
+    assert run.spec["noise"] == "release" and train_form_spec(at)["noise"] == "release"
     assert any("release noise (OS randomness" in unescape(c.value) for c in at.caption)
 
 
@@ -415,7 +403,7 @@ def test_a_textbook_learner_shows_its_mechanism_parameter_and_launches(home, sto
         for w in getattr(at, kind)
         if w.key in ("train_lot_size", "train_clip_norm")
     ]
-    plan = plan_spec(parse_spec(form_spec(at)))
+    plan = plan_spec(parse_spec(train_form_spec(at)))
     (name, value), *_ = plan.learner_parameters
     label = {
         "expmech_epsilon": "ε of the exponential mechanism",
