@@ -4,8 +4,9 @@ For each (model, batch size) three modes run on the same fixed batch of random f
 its own identically initialized model and `torch.optim.SGD` optimizer:
 
 - ``nonprivate``: forward, mean cross-entropy, backward, ``optimizer.step()``;
-- ``bookkeeping``: ``BookKeepingClipper.clipped_sum`` → ``add_gaussian_noise`` → ``scale`` → set ``.grad``
-  → ``optimizer.step()`` (the engine's ``dpsgd_step`` chain, minus Poisson sampling and its diagnostics);
+- ``bookkeeping``: ``BookKeepingClipper.clipped_sum`` → add the noise drawn ahead (``NoiseAhead``, on another
+  thread while the step clips) → ``scale`` → set ``.grad`` → ``optimizer.step()`` (the engine's ``dpsgd_step``
+  chain, minus Poisson sampling and its diagnostics);
 - ``materialized``: the same chain with ``MaterializedClipper`` (per-example gradients via ``torch.func``).
 
 Timing: `bench.timing`, the one harness of the speed suites: blocks of about ``block_s`` (0.5 s; 0.3 s with
@@ -16,6 +17,7 @@ Ratios are throughput ratios: ``bookkeeping / nonprivate`` < 1 is the share of n
 """
 
 import copy
+import itertools
 import sys
 from collections.abc import Callable
 
@@ -28,7 +30,7 @@ from engine.training import pick_device
 from engine.training.algorithms.dpsgd import scale
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
 from engine.training.features.models import build_model
-from engine.training.noise import add_gaussian_noise
+from engine.training.noise_ahead import NoiseAhead
 
 N_FEATURES = 784
 N_CLASSES = 10
@@ -69,11 +71,14 @@ def dp_step(
     noise_generator = torch.Generator(device=device).manual_seed(SEED + 1)
     noise_std = NOISE_MULTIPLIER * CLIP_NORM
     inv_lot = 1.0 / len(x)
+    # the engine's noise stage: each step's noise drawn while the step before it clips (`NoiseAhead`)
+    ahead = NoiseAhead(clipper.params, lambda step: noise_std, noise_generator, last_step=sys.maxsize)
+    steps = itertools.count(1)
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)  # as the engine's dpsgd_step does
         clipped = clipper.clipped_sum(x, y, CLIP_NORM)
-        noisy = add_gaussian_noise(clipped.grads, noise_std, noise_generator)
+        noisy = ahead.add_to(clipped.grads, next(steps))
         update = scale(noisy, inv_lot)
         for param, g in zip(clipper.params, update, strict=True):
             param.grad = g

@@ -29,6 +29,37 @@ def fast_spec(**overrides) -> dict:
     return digits_demo_spec(**overrides)
 
 
+def blobs_dataset(directory: Path) -> dict:
+    """A generated two-class CSV in `directory` (two Gaussian blobs, 400 rows) and its declared schema: noisy GD's
+    test problem, as the spec's dataset and schema fields."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    x = rng.normal(size=(400, 6)) + (2 * y[:, None] - 1) * 2.0
+    path = directory / "blobs.csv"
+    lines = [",".join([*(f"f{j}" for j in range(6)), "label"])]
+    rows = zip(x, y, strict=True)
+    lines += [",".join([*(f"{v:.5f}" for v in row), "pos" if label else "neg"]) for row, label in rows]
+    path.write_text("\n".join(lines) + "\n")
+    schema = {"target": "label", "classes": ["neg", "pos"], "numeric": {f"f{j}": [-4, 4] for j in range(6)}}
+    return {"dataset": f"csv:{path}", "schema": schema}
+
+
+def noisy_gd_spec(blobs: dict, **overrides) -> dict:
+    """Noisy gradient descent on `blobs_dataset`'s data, with `overrides` applied."""
+    return {
+        **blobs,
+        "model": "logreg",
+        "algorithm": "noisy_gd",
+        "delta": 1e-5,
+        "clip_norm": 1.0,
+        "epochs": 20,
+        "lr": 5.0,
+        "seed": 0,
+    } | overrides
+
+
 # ---------------------------------------------------------------------------------------- the command line
 
 

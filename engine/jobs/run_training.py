@@ -42,6 +42,23 @@ class MetricBatcher:
         self.last_flush = time.monotonic()
 
 
+class LeavingMember:
+    """A stack member's metric batcher and stop request: a member that stops hands out its last rows at once
+    (the stack trains on, and its other rows would wait for the whole stack to end)."""
+
+    def __init__(self, batcher: MetricBatcher, should_stop: Callable[[], bool]):
+        self.batcher, self.stop_asked, self.stopping = batcher, should_stop, False
+
+    def should_stop(self) -> bool:
+        self.stopping = self.stopping or self.stop_asked()
+        return self.stopping
+
+    def on_step(self, record: StepRecord) -> None:
+        self.batcher(record)
+        if self.stopping:
+            self.batcher.flush()
+
+
 def train_claimed(
     spec: dict[str, Any],
     *,
@@ -89,10 +106,15 @@ def train_claimed_stack(
     alone (one that raises, like StopTraining, stops the whole stack). Returns the members' results
     as JSON-ready data, in order. `dataset`: the members' dataset, when the caller has it loaded."""
     members = [StackMember(spec=parse_spec(spec), plan=plan) for spec, plan in zip(specs, plans, strict=True)]
-    batchers = [MetricBatcher(sink) for sink in sinks]
+    leaving = [LeavingMember(MetricBatcher(sink), stop) for sink, stop in zip(sinks, should_stops, strict=True)]
     results = train_stack(
-        members, data_dirs=list(data_dirs), on_step=batchers, should_stop=list(should_stops), dataset=dataset
+        members,
+        data_dirs=list(data_dirs),
+        on_step=[m.on_step for m in leaving],
+        should_stop=[m.should_stop for m in leaving],
+        dataset=dataset,
     )
+    batchers = [m.batcher for m in leaving]
     for batcher in batchers:
         batcher.flush()
     return [result.to_dict() for result in results]

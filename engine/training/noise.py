@@ -24,7 +24,6 @@ import functools
 import hashlib
 import json
 import secrets
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -128,7 +127,6 @@ class OsStream:
 
 Stream = SeededStream | OsStream
 RandomSource = Stream | torch.Generator  # a bare generator is a lab-mode stream (tests, benches)
-GaussianFill = Callable[..., Tensor]  # `fill_gaussian_noise`'s signature: (buffer, std, source, *, chunks)
 
 
 def as_stream(source: RandomSource) -> Stream:
@@ -168,22 +166,20 @@ def sample_poisson_lot(n: int, rate: float, source: RandomSource, device: torch.
     return torch.nonzero(torch.rand(n, generator=generator, device=device) < rate).squeeze(1)
 
 
-def add_gaussian_noise(
-    grads: list[Tensor], std: float, source: RandomSource, *, fill: GaussianFill | None = None
-) -> list[Tensor]:
+def add_gaussian_noise(grads: list[Tensor], std: float, source: RandomSource) -> list[Tensor]:
     """Add N(0, std²) to every coordinate, in place (one noise buffer per tensor, no other temporaries), the
-    tensors in order from one stream: DP-SGD's noise for one run, and for one member's rows of a vectorized stack.
-    `fill` is the sampler that draws each buffer, `fill_gaussian_noise` unless a caller passes its own reference
-    to it (the stack does, so that its draws are observed where it makes them); the draws are the same."""
-    fill = fill_gaussian_noise if fill is None else fill
+    tensors in order from one stream: DP-SGD's noise stage drawn inline (`noise_ahead` draws the same a step
+    ahead)."""
     for g in grads:
         noise = torch.empty_like(g)
-        fill(noise, std, source, chunks=noise_chunks(g))
+        fill_gaussian_noise(noise, std, source, chunks=noise_chunks(g))
         g.add_(noise)
     return grads
 
 
-def fill_gaussian_noise(buffer: Tensor, std: float, source: RandomSource, *, chunks: int | None = None) -> Tensor:
+def fill_gaussian_noise(
+    buffer: Tensor, std: float, source: RandomSource, *, chunks: int | None = None, workers: int | None = None
+) -> Tensor:
     """Overwrite a contiguous `buffer` with N(0, std²) draws: the very draws `add_gaussian_noise` adds to a
     tensor of its shape from the same stream state.
 
@@ -191,7 +187,7 @@ def fill_gaussian_noise(buffer: Tensor, std: float, source: RandomSource, *, chu
     in chunks of at least `PARALLEL_NOISE_MIN` coordinates, each from its own generator (lab mode: seeded by
     the stream; release mode: by the OS): still i.i.d. Gaussian. The chunks depend on the tensor's size only,
     never on the number of threads, so the lab's draws are the same function of the spec on every machine;
-    the chunks are drawn on up to `torch.get_num_threads()` threads at once."""
+    the chunks are drawn on up to `workers` threads at once (default `torch.get_num_threads()`)."""
     stream = as_stream(source)
     chunks = noise_chunks(buffer) if chunks is None else chunks
     if chunks == 1:
@@ -202,7 +198,7 @@ def fill_gaussian_noise(buffer: Tensor, std: float, source: RandomSource, *, chu
     def draw(k: int) -> None:
         stream.normal_(parts[k], std, torch.Generator().manual_seed(seeds[k]))
 
-    workers = min(chunks, torch.get_num_threads())
+    workers = min(chunks, torch.get_num_threads() if workers is None else workers)
     if workers == 1:
         for k in range(chunks):
             draw(k)

@@ -6,6 +6,7 @@ taken so far (the plan's ledger, truncated), so a stopped run reports the ε it 
 final result reports the tightest valid ε of every accountant that applies.
 """
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -18,7 +19,7 @@ from torch import nn
 
 from engine.privacy import Panel, PrivacyLedger, panel, privacy_statement, rdp_curve
 from engine.training.algorithms.aniso import DEFAULT_MAX_RATIO, DEFAULT_SMOOTHING, AnisoDPSGD, aniso_dpsgd_step
-from engine.training.algorithms.dpsgd import StepStats, dpsgd_step
+from engine.training.algorithms.dpsgd import StepStats, dpsgd_step, noise_std
 from engine.training.algorithms.learners.training import train_learner
 from engine.training.algorithms.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step, with_constant_feature
 from engine.training.algorithms.nonprivate import ShuffledBatches, nonprivate_step
@@ -33,6 +34,7 @@ from engine.training.features import scatternet
 from engine.training.features.models import build_model
 from engine.training.features.pca import normalize_rows, pca_projection, project
 from engine.training.noise import RandomSource, noise_mode, random_streams
+from engine.training.noise_ahead import NoiseAhead
 
 EVALUATIONS_PER_RUN = 100
 
@@ -278,6 +280,7 @@ def make_step(
         )
     if algorithm is Algorithm.NOISY_GD:
         denominator = noisy_count(len(x), epsilon=plan.count_epsilon, generator=streams["count"])
+        ahead = noise_ahead(clipper, plan, streams)
         return lambda step: noisy_gd_step(
             step=step,
             clipper=clipper,
@@ -288,7 +291,9 @@ def make_step(
             denominator=denominator,
             physical_batch_size=spec.physical_batch_size,
             noise_generator=streams["noise"],
+            noise_ahead=ahead,
         )
+    ahead = noise_ahead(clipper, plan, streams)
     return lambda step: dpsgd_step(
         step=step,
         clipper=clipper,
@@ -300,7 +305,13 @@ def make_step(
         sampling_generator=streams["sampling"],
         noise_generator=streams["noise"],
         canaries=canaries,
+        noise_ahead=ahead,
     )
+
+
+def noise_ahead(clipper, plan: TrainingPlan, streams) -> NoiseAhead:
+    """The run's Gaussian noise drawn a step ahead, from its noise stream (`noise_ahead`)."""
+    return NoiseAhead(clipper.params, functools.partial(noise_std, plan), streams["noise"], last_step=plan.steps)
 
 
 def result_of(

@@ -2,28 +2,30 @@
 the submitting side.
 
 `RayDispatcher` runs where the SQLite store is, and only it opens the store. It registers as a
-worker (backend "ray"), claims queued runs while fewer than `max_in_flight` are in flight, records
-each plan (`RunRecorder.start`, which runs the background accountants here) and submits `train_task`
-with `num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=0`. GPUs are asked for by fraction:
-on a cluster with a "GPU" resource a run takes `DEFAULT_GPU_FRACTION` (0.25) of one unless told
-otherwise, so four small runs share a GPU; on a CPU-only cluster, none. Ray sets a task's
-OMP_NUM_THREADS (torch's threads) from its CPUs. The nodes must be able to import this project
-(same image, or a `runtime_env`), and `data_dirs` are paths as the nodes see them.
+worker (backend "ray"), claims queued runs while fewer than `max_in_flight` tasks are in flight,
+records each plan (`RunRecorder.start`, which runs the background accountants here) and submits
+`train_task` with `num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=0`. A queued run of a
+stack is claimed with the other queued runs of its stack, as the local worker claims them, and they
+train as one vectorized model in one task (`train_stack_task`, one task's resources), each recorded
+as its own run. GPUs are asked for by fraction: on a cluster with a "GPU" resource a task takes
+`DEFAULT_GPU_FRACTION` (0.25) of one unless told otherwise, so four small runs share a GPU; on a
+CPU-only cluster, none. Ray sets a task's OMP_NUM_THREADS (torch's threads) from its CPUs. The nodes
+must be able to import this project (same image, or a `runtime_env`), and `data_dirs` are paths as
+the nodes see them.
 
-A task gets the spec, the plan and a handle on the dispatcher's `Relay` actor, never the store path.
-It pushes metric batches to the relay synchronously (all its rows are there before its result is);
-the dispatcher drains the relay every poll into `RunRecorder.write`. This module imports only the
-training side at module level (the store inside the dispatcher's methods), so a Ray worker never
-loads `cache` or sqlite3.
+The tasks and the relay between them and the dispatcher are in `ray_tasks`; the dispatcher drains the
+relay every poll into `RunRecorder.write`. This module imports only the training side at module level
+(the store inside the dispatcher's methods), so a Ray worker never loads `cache` or sqlite3.
 
-A cancel request sets the run's flag in the relay; the task polls it at most every `CANCEL_POLL_S`
-and stops at the next step: CANCELLED with its metrics. A task still running `cancel_grace_s` later
-is force-cancelled: CANCELLED, keeping its metrics. A Python error in a task fails the run with the
-original type and message; a Ray system failure (the worker process or its node died, out of
-memory, the result lost) is a lost worker: "worker lost: ...", or back in the queue once if the spec
-allows. The dispatcher heartbeats for its runs every `DPLAB_HEARTBEAT_S`; if it is killed they go
-stale and any worker reaps them. SIGTERM/SIGINT (or `stop()`) put the runs in flight back in the
-queue and cancel their tasks; a second signal stops at once.
+A cancel request sets the run's flag in the relay; the task polls it and stops the run at its next
+step: CANCELLED with its metrics (a stack member leaves the stack, the others go on). A task whose
+runs are all cancelled and that is still running `cancel_grace_s` later is force-cancelled:
+CANCELLED, keeping its metrics. A Python error in a task fails its runs with the original type and
+message; a Ray system failure (the worker process or its node died, out of memory, the result lost)
+is a lost worker: "worker lost: ...", or back in the queue once if the spec allows. The dispatcher
+heartbeats for its runs every `DPLAB_HEARTBEAT_S`; if it is killed they go stale and any worker
+reaps them. SIGTERM/SIGINT (or `stop()`) put the runs in flight back in the queue and cancel their
+tasks; a second signal stops at once.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -44,19 +45,16 @@ import ray
 from ray import exceptions as rex
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from engine.jobs.run_training import MetricRows, train_claimed
+from engine.jobs.workers.ray_tasks import Relay, train_stack_task, train_task
 from engine.jobs.workers.worker import Shutdown
 
 if TYPE_CHECKING:
     from cache import RunRecord, Store
     from engine.jobs.recording import RunRecorder
-    from engine.training import TrainingPlan
 
 log = logging.getLogger("dplab.ray")
 DEFAULT_GPU_FRACTION = 0.25
-CANCEL_POLL_S = 0.2  # how often a task asks the relay whether its run was cancelled
 CANCEL_GRACE_S = 10.0  # then the task is force-cancelled
-STORE_MODULES = ("cache", "cache.store", "sqlite3")  # what a Ray worker must never load
 # the worker process or node running the task is gone: "worker lost" (ray 2.60 raises WorkerCrashedError for a
 # killed worker process, NodeDiedError / ObjectLostError for a lost node, OutOfMemoryError for its memory monitor)
 LOST = (
@@ -70,65 +68,6 @@ LOST = (
 )
 
 
-@ray.remote(num_cpus=0)
-class Relay:
-    """Carries metric batches from the tasks to the dispatcher, cancel flags the other way, and
-    where each task runs (`report`/`info`: host, pid, node, and the store modules it loaded)."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, MetricRows] = {}
-        self.cancelled_runs: set[str] = set()
-        self.infos: dict[str, dict[str, Any]] = {}
-
-    def push(self, run_id: str, rows: MetricRows) -> None:
-        self.rows.setdefault(run_id, []).extend(rows)
-
-    def drain(self) -> dict[str, MetricRows]:
-        rows, self.rows = self.rows, {}
-        return rows
-
-    def cancel(self, run_id: str) -> None:
-        self.cancelled_runs.add(run_id)
-
-    def cancelled(self, run_id: str) -> bool:
-        return run_id in self.cancelled_runs
-
-    def report(self, run_id: str, info: dict[str, Any]) -> None:
-        self.infos.setdefault(run_id, {}).update(info)
-
-    def info(self, run_id: str) -> dict[str, Any]:
-        return self.infos.get(run_id, {})
-
-    def forget(self, run_id: str) -> None:
-        self.rows.pop(run_id, None)
-        self.cancelled_runs.discard(run_id)
-        self.infos.pop(run_id, None)
-
-
-@ray.remote(max_retries=0)
-def train_task(run_id: str, spec: dict[str, Any], plan: TrainingPlan, data_dirs: list[str], relay: Any) -> dict:
-    """One run, in a Ray worker: train, stream metrics through `relay`, stop when it says so."""
-    where = {"pid": os.getpid(), "host": socket.gethostname(), "node_id": ray.get_runtime_context().get_node_id()}
-    ray.get(relay.report.remote(run_id, where))
-    last_poll, stop = float("-inf"), False
-
-    def should_stop() -> bool:
-        nonlocal last_poll, stop
-        if not stop and time.monotonic() - last_poll >= CANCEL_POLL_S:
-            stop, last_poll = ray.get(relay.cancelled.remote(run_id)), time.monotonic()
-        return stop
-
-    result = train_claimed(
-        spec,
-        data_dirs=[Path(d) for d in data_dirs],
-        plan=plan,
-        should_stop=should_stop,
-        sink=lambda rows: ray.get(relay.push.remote(run_id, rows)),
-    )
-    ray.get(relay.report.remote(run_id, {"store_modules": [m for m in STORE_MODULES if m in sys.modules]}))
-    return result
-
-
 @dataclass
 class InFlight:
     run: RunRecord
@@ -136,6 +75,7 @@ class InFlight:
     ref: ray.ObjectRef
     cancel_at: float | None = None  # when the cancel request was seen
     forced: bool = False  # the task was force-cancelled
+    position: int | None = None  # the run's place in its stack's task (whose result is a list), if stacked
 
 
 def connect(address: str | None = None) -> None:
@@ -233,33 +173,44 @@ class RayDispatcher:
                 self._cancel(self.in_flight[run_id])
             self.last_beat = time.monotonic()
 
-    def _claim(self) -> None:
-        from engine.jobs.recording import RunRecorder
+    def tasks(self) -> int:
+        return len({id(flight.ref) for flight in self.in_flight.values()})
 
-        while not self.stopping and len(self.in_flight) < self.max_in_flight:
+    def _claim(self) -> None:
+        from engine.jobs.recording import RunRecorder, start_stack
+
+        while not self.stopping and self.tasks() < self.max_in_flight:
             self._beat()  # planning may take seconds a run: the runs already in flight must not go stale
-            run = self.store.claim_next(self.name)
-            if run is None:
+            runs = self.store.claim_next_group(self.name)
+            if not runs:
                 return
-            recorder = RunRecorder(self.store, run, worker=self.name)
+            recorders = [RunRecorder(self.store, run, worker=self.name) for run in runs]
             try:
-                plan = recorder.start()
+                plans = [recorders[0].start()] if len(runs) == 1 else start_stack(recorders)
             except Exception as exc:  # a stored spec that no longer plans: nothing to send to the cluster
-                recorder.failed(f"{type(exc).__name__}: {exc}")
-                self.processed += 1
+                for recorder in recorders:
+                    recorder.failed(f"{type(exc).__name__}: {exc}")
+                self.processed += len(runs)
                 continue
             options = {
                 "num_cpus": self.cpus_per_run,
                 "num_gpus": self.gpus_per_run,
                 "max_retries": 0,
-                "name": f"dplab-run-{run.id}",
+                "name": f"dplab-run-{runs[0].id}",
             }
-            ref = train_task.options(**options).remote(run.id, run.spec, plan, self.data_dirs, self.relay)
-            self.in_flight[run.id] = InFlight(run=run, recorder=recorder, ref=ref)
-            log.info("run %s: submitted to Ray", run.id)
+            ids = [run.id for run in runs]
+            if len(runs) == 1:
+                ref = train_task.options(**options).remote(ids[0], runs[0].spec, plans[0], self.data_dirs, self.relay)
+            else:
+                specs = [run.spec for run in runs]
+                ref = train_stack_task.options(**options).remote(ids, specs, plans, self.data_dirs, self.relay)
+            for k, (run, recorder) in enumerate(zip(runs, recorders, strict=True)):
+                position = k if len(runs) > 1 else None
+                self.in_flight[run.id] = InFlight(run=run, recorder=recorder, ref=ref, position=position)
+            log.info("runs %s: submitted to Ray%s", ", ".join(ids), " as one stack" if len(runs) > 1 else "")
 
     def _poll(self, timeout_s: float) -> None:
-        refs = [flight.ref for flight in self.in_flight.values()]
+        refs = list({id(flight.ref): flight.ref for flight in self.in_flight.values()}.values())
         ray.wait(refs, num_returns=1, timeout=timeout_s)
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         for run_id, rows in ray.get(self.relay.drain.remote()).items():  # after `ready`: their rows are all in
@@ -273,14 +224,17 @@ class RayDispatcher:
         now = time.monotonic()
         for flight in self.in_flight.values():
             if flight.cancel_at is not None and not flight.forced and now - flight.cancel_at >= self.cancel_grace_s:
-                log.warning("run %s: cancelled, and its task has not stopped: killing it", flight.run.id)
-                ray.cancel(flight.ref, force=True)
-                flight.forced = True
+                task = [f for f in self.in_flight.values() if f.ref is flight.ref]
+                if all(f.cancel_at is not None for f in task):  # a stack's task goes on for its other runs
+                    log.warning("run %s: cancelled, and its task has not stopped: killing it", flight.run.id)
+                    ray.cancel(flight.ref, force=True)
+                    for f in task:
+                        f.forced = True
 
     def _cancel(self, flight: InFlight) -> None:
         if flight.cancel_at is None:
             flight.cancel_at = time.monotonic()
-            if self.cancel_grace_s > 0:
+            if self.cancel_grace_s > 0 or flight.position is not None:  # a stack is killed only as a whole
                 self.relay.cancel.remote(flight.run.id)
 
     def _complete(self, flight: InFlight) -> None:
@@ -291,6 +245,8 @@ class RayDispatcher:
         self.relay.forget.remote(run_id)
         try:
             result = ray.get(flight.ref)
+            if flight.position is not None:
+                result = result[flight.position]
         except Exception as exc:
             cause = exc.cause if isinstance(exc, rex.RayTaskError) and exc.cause is not None else exc
             if flight.cancel_at is not None and isinstance(cause, (rex.TaskCancelledError, *LOST)):
@@ -326,8 +282,8 @@ class RayDispatcher:
             flight.recorder.requeue(reason)
             log.info("run %s: put back in the queue (%s)", flight.run.id, reason)
         try:
-            for flight in flights:
-                ray.cancel(flight.ref, force=True)
+            for ref in {id(flight.ref): flight.ref for flight in flights}.values():
+                ray.cancel(ref, force=True)
             ray.kill(self.relay)
         except Exception:  # Ray itself is gone: nothing left to stop
             log.exception("could not cancel the Ray tasks")

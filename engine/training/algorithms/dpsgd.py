@@ -22,6 +22,7 @@ from engine.training.canaries import GradientCanaries
 from engine.training.clipping import BookKeepingClipper, ClippedSum, MaterializedClipper, per_layer_thresholds
 from engine.training.config.plan import TrainingPlan
 from engine.training.noise import RandomSource, add_gaussian_noise, sample_poisson_lot
+from engine.training.noise_ahead import NoiseAhead
 
 Clipper = BookKeepingClipper | MaterializedClipper
 
@@ -170,9 +171,12 @@ def dpsgd_step(
     sampling_generator: RandomSource,
     noise_generator: RandomSource,
     canaries: GradientCanaries | None = None,
+    noise_ahead: NoiseAhead | None = None,
 ) -> StepStats:
     """Step `step` (1-based) of the plan; the lot and the noise come from the run's streams (`noise`). With
-    `canaries` (an audited run), the canaries in this lot join the clipped sum and the noisy sum scores them."""
+    `canaries` (an audited run), the canaries in this lot join the clipped sum and the noisy sum scores them.
+    With `noise_ahead` (drawing from `noise_generator`), the noise was drawn while this step clipped: the same
+    draws, off the step's critical path."""
     clip_norm = plan.clip_norm_at(step)
     optimizer.zero_grad(set_to_none=True)  # the last update's gradient need not outlive it
     lot = sample_poisson_lot(len(x), plan.sampling_rate, sampling_generator, x.device)
@@ -182,7 +186,10 @@ def dpsgd_step(
     if canaries is not None:
         canaries.insert(clipped.grads, rate=plan.sampling_rate, magnitude=canary_norm)
     std = noise_std(plan, step)
-    noisy = add_gaussian_noise(clipped.grads, std, noise_generator)
+    if noise_ahead is None:
+        noisy = add_gaussian_noise(clipped.grads, std, noise_generator)
+    else:
+        noisy = noise_ahead.add_to(clipped.grads, step, std)
     if canaries is not None:
         canaries.observe(noisy, magnitude=canary_norm, noise_std=std, rate=plan.sampling_rate)
     update = average(noisy, plan)

@@ -23,6 +23,7 @@ from engine.training.algorithms.dpsgd import StepStats, clip_and_accumulate, sta
 from engine.training.clipping import clip_factors
 from engine.training.config.plan import TrainingPlan
 from engine.training.noise import RandomSource, add_gaussian_noise, uniform
+from engine.training.noise_ahead import NoiseAhead
 
 
 class BinaryLogistic(nn.Module):
@@ -76,7 +77,10 @@ def noisy_gd_step(
     denominator: float,
     physical_batch_size: int | None,
     noise_generator: RandomSource,
+    noise_ahead: NoiseAhead | None = None,
 ) -> StepStats:
+    """One step of noisy gradient descent over the whole data; with `noise_ahead` (drawing from
+    `noise_generator`), the same noise drawn while the step computed its gradient."""
     bound = plan.clip_norm_at(step)
     optimizer.zero_grad(set_to_none=True)
     if plan.clipping == "input":
@@ -85,7 +89,11 @@ def noisy_gd_step(
     else:
         clipped = clip_and_accumulate(clipper, x, y, bound, physical_batch_size)
         grads, stats = clipped.grads, stats_of(clipped, len(x))
-    noisy = add_gaussian_noise(grads, plan.noise_multiplier_at(step) * bound, noise_generator)
+    std = plan.noise_multiplier_at(step) * bound
+    if noise_ahead is None:
+        noisy = add_gaussian_noise(grads, std, noise_generator)
+    else:
+        noisy = noise_ahead.add_to(grads, step, std)
     for param, g in zip(clipper.params, noisy, strict=True):
         param.grad = g.div_(denominator)
     optimizer.step()

@@ -7,8 +7,11 @@ Correlation tests: under independence √n·r is N(0, 1) to within O(1/n) for Ga
 a correct implementation with probability 2·Φ(−6) ≈ 2e-9. KS tests: false-failure rate 1e-6.
 """
 
+import collections
 import json
 import math
+import threading
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -24,9 +27,8 @@ from engine.jobs.run_schema import RunShapeError, check_stack
 from engine.jobs.workers.worker import Worker
 from engine.privacy import DEFAULT_ORDERS, panel, privacy_statement, rdp_epsilon, single_phase
 from engine.privacy.events import dpsgd_step_event
-from engine.training import SpecError, StackMember, noise, parse_spec, plan_spec, train, train_stack
+from engine.training import SpecError, StackMember, noise, noise_ahead, parse_spec, plan_spec, train, train_stack
 from engine.training.algorithms.stacked import joint_ledger
-from engine.training.algorithms.stacked import training as stacked_module
 from engine.training.noise import OsStream, SeededStream, hardened_normal_, pca_release_identity
 from tests.helpers import fast_spec
 
@@ -70,7 +72,7 @@ def assert_uncorrelated(a: np.ndarray, b: np.ndarray) -> None:
 
 def test_two_stack_members_with_one_seed_draw_uncorrelated_noise(monkeypatch, digits):
     """Seed 0 twice, another learning rate: before, both members drew one stream (r = 1)."""
-    draws = record_noise(monkeypatch, stacked_module)
+    draws = record_noise(monkeypatch, noise_ahead)
     specs = [spec(), spec(lr=1.0)]
     train_stack([StackMember(spec=s, plan=plan_spec(s)) for s in specs], dataset=digits)
     seeds = sorted({stream.seed for stream, _ in draws})
@@ -80,7 +82,7 @@ def test_two_stack_members_with_one_seed_draw_uncorrelated_noise(monkeypatch, di
 
 
 def test_two_runs_with_one_seed_and_another_learning_rate_draw_uncorrelated_noise(monkeypatch, digits):
-    draws = record_noise(monkeypatch, noise)
+    draws = record_noise(monkeypatch, noise_ahead)
     train(spec(), dataset=digits)
     first = concatenated(draws)
     draws.clear()
@@ -91,9 +93,9 @@ def test_two_runs_with_one_seed_and_another_learning_rate_draw_uncorrelated_nois
 def test_a_stack_members_noise_is_what_its_separate_run_draws(monkeypatch, digits):
     """Not the lead (whose lots it shares): its own stream, draw for draw, as a separate run of its spec."""
     specs = [spec(), spec(noise_multiplier=2.0, clip_norm=0.5, lr=1.0, seed=3)]
-    stacked = record_noise(monkeypatch, stacked_module)
+    stacked = record_noise(monkeypatch, noise_ahead)
     train_stack([StackMember(spec=s, plan=plan_spec(s)) for s in specs], dataset=digits)
-    alone = record_noise(monkeypatch, noise)
+    alone = record_noise(monkeypatch, noise_ahead)
     train(specs[1], dataset=digits)
     seed = noise.random_streams(specs[1], torch.device("cpu"))["noise"].seed
     member = [d for stream, d in stacked if stream.seed == seed]
@@ -105,7 +107,7 @@ def test_a_stack_members_noise_is_what_its_separate_run_draws(monkeypatch, digit
 
 
 def test_release_mode_draws_new_noise_each_run_and_the_lab_mode_reproduces(monkeypatch, digits):
-    draws = record_noise(monkeypatch, noise)
+    draws = record_noise(monkeypatch, noise_ahead)
     lab, release = spec(), spec(noise="release")
     runs = {}
     for name, s in (("lab", lab), ("lab again", lab), ("release", release), ("release again", release)):
@@ -142,10 +144,11 @@ def test_no_stored_field_regenerates_a_release_run(monkeypatch, digits):
     lab_twin = parse_spec(json.loads(stored)[0] | {"noise": "reproducible"})
     assert train(lab_twin, dataset=digits).test_loss != result.test_loss
 
-    counter = iter(range(10**9))
-    monkeypatch.setattr(noise.secrets, "randbits", lambda k: next(counter))
+    # a counter per thread: the lots are drawn on the training thread, the noise a step ahead on another
+    counters: dict[str, Iterator[int]] = collections.defaultdict(lambda: iter(range(10**9)))
+    monkeypatch.setattr(noise.secrets, "randbits", lambda k: next(counters[threading.current_thread().name]))
     first = train(release, dataset=digits).test_loss
-    counter = iter(range(10**9))
+    counters.clear()
     assert train(release, dataset=digits).test_loss == first  # nothing but `secrets` made it differ
 
 

@@ -2,6 +2,7 @@
 stream, each member's own noise, initialization, learning rate and records (see the package docstring); the
 joint ε of releasing the whole stack."""
 
+import functools
 import json
 import math
 import time
@@ -28,14 +29,13 @@ from engine.training.datasets import Dataset
 from engine.training.noise import (
     RELEASE,
     Stream,
-    add_gaussian_noise,
-    fill_gaussian_noise,
     noise_mode,
     noise_stream_key,
     pca_release_identity,
     random_streams,
     sample_poisson_lot,
 )
+from engine.training.noise_ahead import NoiseAhead
 from engine.training.trainer import (
     EVALUATIONS_PER_RUN,
     StepRecord,
@@ -189,6 +189,11 @@ def train_stack(
     plan0 = plans[0]
     eval_every = max(1, plan0.steps // EVALUATIONS_PER_RUN)
     alive = list(range(k_all))  # indices into `members` of those still training, in stack order
+    member_shapes = [clipper.params[n][0] for n in clipper.names]  # one member's rows of each parameter
+    noise_ahead = [  # DP-SGD's noise stage of each member: its separate run's draws, drawn a step ahead
+        NoiseAhead(member_shapes, functools.partial(noise_std, p), streams[k]["noise"], last_step=plan0.steps)
+        for k, p in enumerate(plans)
+    ]
     outcome: dict[int, tuple[float, float, int]] = {}
 
     accuracies, losses = _evaluate(clipper, inputs, y_test)
@@ -204,9 +209,8 @@ def train_stack(
         clipped = _clipped_sum_in_chunks(
             clipper, inputs.rows(inputs.train, lot), y_train[lot], clip_norms, chunk, per_member=inputs.per_member
         )
-        for row, k in enumerate(alive):  # DP-SGD's noise stage on each member's rows: its separate run's draws
-            rows = [clipped.grads[n][row] for n in clipper.names]
-            add_gaussian_noise(rows, noise_std(plans[k], step), streams[k]["noise"], fill=fill_gaussian_noise)
+        for row, k in enumerate(alive):
+            noise_ahead[k].add_to([clipped.grads[n][row] for n in clipper.names], step, noise_std(plans[k], step))
         average(list(clipped.grads.values()), plan0)  # and its 1/L, all members at once (one L for the stack)
         lrs = tuple(members[k].spec.lr * members[k].spec.lr_schedule.factor_at(epoch) for k in alive)
         optimizer.step(clipped.grads, constant_tensor(lrs, x_train.dtype, device))
@@ -225,6 +229,9 @@ def train_stack(
                 outcome[k] = (accuracies[row], losses[row], step)
         if any(stopping):
             rows = [row for row, stop in enumerate(stopping) if not stop]
+            for row, stop in enumerate(stopping):
+                if stop:
+                    noise_ahead[alive[row]].cancel()
             alive = [alive[row] for row in rows]
             if not alive:
                 break

@@ -1,7 +1,8 @@
 """The Ray backend against a real local Ray instance (2 CPUs): a sweep end to end with the same
-results as the local worker, a training side that never loads the store, cancel, a failing task,
-a killed Ray worker, SIGTERM. Tests that kill Ray workers come last: a killed worker's
-replacement starts cold (it imports torch again)."""
+results as the local worker, separate runs and vectorized stacks, a training side that never loads
+the store, cancel (of a run, of one member of a stack), a failing task, a killed Ray worker, SIGTERM.
+Tests that kill Ray workers come last: a killed worker's replacement starts cold (it imports torch
+again)."""
 
 import os
 import shutil
@@ -17,13 +18,15 @@ from cache import RunStatus, Store
 from engine.jobs.options import JobOptions
 from engine.jobs.queue import submit
 from engine.jobs.sweep import submit_sweep
-from engine.jobs.workers.ray_backend import STORE_MODULES, RayDispatcher, Relay, train_task
+from engine.jobs.workers.ray_backend import CANCEL_GRACE_S, RayDispatcher
+from engine.jobs.workers.ray_tasks import STORE_MODULES, Relay, train_task
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec, plan_spec
 from tests.helpers import fast_spec, wait_for
 
 # separate runs on both sides (the local worker would otherwise train the σ grid as one vectorized stack)
 SWEEP = {"base": fast_spec(epochs=2), "grid": {"noise_multiplier": [1.0, 2.0]}, "seeds": [0, 1], "vectorize": False}
+STACKED = {"base": fast_spec(epochs=2), "grid": {"noise_multiplier": [1.0, 2.0, 4.0]}}  # one stack of three
 NOT_COMPARED = {"seconds", "elapsed_s"}  # wall-clock times
 
 
@@ -84,18 +87,25 @@ def task_threads() -> int:
 
 
 @pytest.mark.slow
-def test_a_sweep_on_ray_equals_the_local_workers(store, tmp_path):
+@pytest.mark.parametrize("grid", [SWEEP, STACKED], ids=["separate runs", "one stack"])
+def test_a_sweep_on_ray_equals_the_local_workers(store, tmp_path, grid):
     """Bitwise the same under the same thread settings: the local worker trains with as many torch threads
     as a Ray task has (float32 reductions are summed in another order with another thread count, which
     changes the last bits of losses and diagnostics on some CPUs, so equality is only claimed for equal
-    settings; the noise draws themselves never depend on the thread count)."""
-    sweep = submit_sweep(store, SWEEP)
+    settings; the noise draws themselves never depend on the thread count). A stack trains as one
+    vectorized model on both sides."""
+    sweep = submit_sweep(store, grid)
     dispatcher = RayDispatcher(store, data_dirs=[])
     gpu_fraction = 0.25 if ray.cluster_resources().get("GPU") else 0.0  # 4 runs a GPU, if any
     assert dispatcher.max_in_flight == 2 and dispatcher.gpus_per_run == gpu_fraction  # 2 CPUs
-    assert dispatcher.run(poll_s=0.1, exit_when_idle=True) == 4
+    assert dispatcher.run(poll_s=0.1, exit_when_idle=True) == len(sweep.run_ids)
+    stacked = [store.get_run(run_id).result.get("stack") for run_id in sweep.run_ids]
+    if grid is STACKED:
+        assert [s["members"] for s in stacked] == [3, 3, 3] and [s["position"] for s in stacked] == [0, 1, 2]
+    else:
+        assert stacked == [None] * 4
     local_store = Store(tmp_path / "local" / "runs.sqlite3")
-    local = submit_sweep(local_store, SWEEP)
+    local = submit_sweep(local_store, grid)
     threads = torch.get_num_threads()
     torch.set_num_threads(ray.get(task_threads.remote()))
     try:
@@ -143,6 +153,33 @@ def test_cancel_stops_a_running_ray_task(store):
     assert sorted(by_step(store, run_id)) == list(range(run.result["steps"] + 1)), "its metrics are kept"
     thread.join(timeout=30)
     assert not thread.is_alive()
+
+
+def test_a_cancelled_stack_member_leaves_the_stack_and_the_others_go_on(store):
+    """One task trains the stack; a cancel stops its member at the next step, and the task is not killed for it
+    (no grace: a task whose runs are all cancelled would be, at once) while another member trains."""
+    sweep = submit_sweep(store, {"base": long_spec(seed=11), "grid": {"noise_multiplier": [1.0, 2.0]}})
+    first, second = sweep.run_ids
+    dispatcher = RayDispatcher(store, data_dirs=[], cancel_grace_s=0)
+    thread = in_thread(dispatcher)
+    wait_for(lambda: store.get_run(first).progress_step > 0, what="the stack to start")
+    store.request_cancel(first)
+
+    def ahead(by: int) -> bool:  # the members step together while both are in the stack
+        return store.get_run(second).progress_step > store.get_run(first).progress_step + by
+
+    wait_for(lambda: ahead(30), what="the other member to go on alone")
+    stopped_at = store.get_run(first).progress_step  # a leaving member's last rows are stored at once
+    wait_for(lambda: store.get_run(second).progress_step > stopped_at + 60, what="the other member to go on")
+    assert store.get_run(first).progress_step == stopped_at and dispatcher.tasks() == 1
+    dispatcher.cancel_grace_s = CANCEL_GRACE_S  # the last member's cancel: the task ends by itself, with results
+    store.request_cancel(second)
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    runs = [store.get_run(run_id) for run_id in (first, second)]
+    assert [r.status for r in runs] == [RunStatus.CANCELLED] * 2, [r.error for r in runs]
+    assert [r.result["stack"]["members"] for r in runs] == [2, 2]
+    assert runs[0].result["steps"] == stopped_at < runs[1].result["steps"] < runs[1].total_steps
 
 
 def test_a_python_error_in_a_task_fails_the_run_and_the_dispatcher_goes_on(store):

@@ -20,37 +20,14 @@ from engine.training.config.plan import TrainingPlan
 from engine.training.config.schedules import Schedule, ScheduleKind
 from engine.training.features.models import build_model
 from engine.training.features.pca import normalize_rows, pca_projection, symmetric_gaussian
-from tests.helpers import fast_spec
+from tests.helpers import blobs_dataset, fast_spec, noisy_gd_spec
 
 ALPHA = 1e-6
 
 
 @pytest.fixture(scope="module")
 def blobs_csv(tmp_path_factory) -> dict:
-    """A generated two-class CSV (two Gaussian blobs) and its declared schema: noisy GD's test problem."""
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, 2, 400)
-    x = rng.normal(size=(400, 6)) + (2 * y[:, None] - 1) * 2.0
-    path = tmp_path_factory.mktemp("csv") / "blobs.csv"
-    lines = [",".join([*(f"f{j}" for j in range(6)), "label"])]
-    rows = zip(x, y, strict=True)
-    lines += [",".join([*(f"{v:.5f}" for v in row), "pos" if label else "neg"]) for row, label in rows]
-    path.write_text("\n".join(lines) + "\n")
-    schema = {"target": "label", "classes": ["neg", "pos"], "numeric": {f"f{j}": [-4, 4] for j in range(6)}}
-    return {"dataset": f"csv:{path}", "schema": schema}
-
-
-def noisy_gd_spec(blobs: dict, **overrides) -> dict:
-    return {
-        **blobs,
-        "model": "logreg",
-        "algorithm": "noisy_gd",
-        "delta": 1e-5,
-        "clip_norm": 1.0,
-        "epochs": 20,
-        "lr": 5.0,
-        "seed": 0,
-    } | overrides
+    return blobs_dataset(tmp_path_factory.mktemp("csv"))
 
 
 def rdp_epsilon_of(events: list[tuple[dp_event.DpEvent, int]], delta: float) -> float:

@@ -19,6 +19,7 @@ from engine.training import (
     StackError,
     StackMember,
     load_dataset,
+    noise_ahead,
     parse_spec,
     pick_device,
     plan_spec,
@@ -148,14 +149,14 @@ def test_each_member_draws_its_own_noise_stream_at_its_own_scale(monkeypatch):
     """Noise comes from each member's own noise stream (the stream a separate run of its spec uses), with
     std σₖ·Cₖ; two members' draws are independent. KS and correlation tests: false-failure rate ≈ 1e-6 each."""
     calls: list[tuple[int, float, np.ndarray]] = []
-    real = stacked_module.fill_gaussian_noise
+    real = noise_module.fill_gaussian_noise
 
     def spy(buffer, std, stream, **kwargs):
         out = real(buffer, std, stream, **kwargs)
         calls.append((stream.seed, std, out.flatten().cpu().numpy().copy()))
         return out
 
-    monkeypatch.setattr(stacked_module, "fill_gaussian_noise", spy)
+    monkeypatch.setattr(noise_ahead, "fill_gaussian_noise", spy)
     specs = [spec(noise_multiplier=1.0, epochs=0.2), spec(noise_multiplier=3.0, clip_norm=2.0, seed=5, epochs=0.2)]
     train_stack(members_of(*specs))
     expected = [random_streams(s, DEVICE)["noise"].seed for s in specs]
