@@ -9,7 +9,7 @@ trains to, so that old cached results are no longer served as if this engine had
 
 from typing import Any
 
-ENGINE_VERSION = "0.4.0"
+ENGINE_VERSION = "0.5.0"
 API = ("calibrate", "epsilons", "metrics", "open_store", "plan", "runs", "spec", "submit", "train")
 
 

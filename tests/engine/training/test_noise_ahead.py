@@ -24,10 +24,12 @@ def stds(step: int) -> float:
     return 0.5 + 0.25 * step  # a schedule: each step's σₜCₜ differs
 
 
-def test_the_draws_are_the_inline_draws_bit_for_bit():
+@pytest.mark.parametrize("ahead_from", [0, 10**9], ids=["drawn ahead", "drawn when taken"])
+def test_the_draws_are_the_inline_draws_bit_for_bit(ahead_from):
     like = [torch.zeros(shape) for shape in SHAPES]
     inline_stream = torch.Generator().manual_seed(11)
-    ahead = NoiseAhead(like, stds, torch.Generator().manual_seed(11), last_step=4)
+    ahead = NoiseAhead(like, stds, torch.Generator().manual_seed(11), last_step=4, ahead_from=ahead_from)
+    assert ahead.ahead is (ahead_from == 0)
     for step in range(1, 5):
         grads = [torch.randn(shape, generator=torch.Generator().manual_seed(step)) for shape in SHAPES]
         expected = add_gaussian_noise([g.clone() for g in grads], stds(step), inline_stream)
@@ -44,7 +46,7 @@ def test_draws_run_off_the_calling_thread_and_stop_at_the_last_step(monkeypatch)
         return real(buffer, std, source, **kwargs)
 
     monkeypatch.setattr(noise_ahead, "fill_gaussian_noise", spy)
-    ahead = NoiseAhead([torch.zeros(4)], stds, torch.Generator().manual_seed(0), last_step=3)
+    ahead = NoiseAhead([torch.zeros(4)], stds, torch.Generator().manual_seed(0), last_step=3, ahead_from=4)
     for step in (1, 2, 3):
         ahead.take(step)
     with pytest.raises(NoiseOrderError, match="step 4"):
@@ -52,6 +54,23 @@ def test_draws_run_off_the_calling_thread_and_stop_at_the_last_step(monkeypatch)
     assert [std for _, std in seen] == [stds(1), stds(2), stds(3)]
     assert all(name.startswith("dp-noise-ahead") for name, _ in seen)
     assert threading.current_thread().name not in {name for name, _ in seen}
+
+
+def test_small_noise_is_drawn_when_taken_on_the_calling_thread(monkeypatch):
+    """Below `AHEAD_MIN_COORDINATES` a thread handoff costs more than the draw (logistic regression's 7,850)."""
+    seen: list[str] = []
+    real = noise_ahead.fill_gaussian_noise
+    monkeypatch.setattr(
+        noise_ahead,
+        "fill_gaussian_noise",
+        lambda *a, **k: seen.append(threading.current_thread().name) or real(*a, **k),
+    )
+    like = [torch.zeros(10, 784), torch.zeros(10)]
+    assert sum(t.numel() for t in like) < noise_ahead.AHEAD_MIN_COORDINATES
+    ahead = NoiseAhead(like, stds, torch.Generator().manual_seed(0), last_step=3)
+    assert seen == []  # nothing drawn before it is taken
+    ahead.take(1)
+    assert seen == [threading.current_thread().name] * 2
 
 
 def test_steps_are_taken_in_order():
