@@ -7,10 +7,11 @@ logistic regression, seed 003's DP-PCA 60 + MLP 60→1000→10, the MLP 784→10
 mode trains from the same in-memory dataset with its plan made beforehand, so the figures are the
 training itself: the loop (the last step record's `elapsed_s`, test evaluations included) and end to
 end (the loop plus model set-up and each run's final ε by every accountant, the same work for both).
-The modes run round-robin for `repetitions` rounds; a figure is the median over rounds. The test split
-is cut to its first `test_examples` (every run evaluates itself 100 times; that work is the same in
-both modes and is not what is compared). Without a copy of MNIST (`DPLAB_DATA_DIR`) the suite runs on
-scikit-learn's digits instead, and says so.
+The modes run round-robin for `repetitions` rounds, the first mode rotating; a time is the median over rounds,
+and a ratio the median of its per-round values (the two times of one round see the same machine), with its spread
+and the self-check of `bench.timing`. The test split is cut to its first `test_examples` (every run evaluates
+itself 100 times; that work is the same in both modes and is not what is compared). Without a copy of MNIST
+(`DPLAB_DATA_DIR`) the suite runs on scikit-learn's digits instead, and says so.
 """
 
 import statistics
@@ -18,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
+from bench.timing import ratio_summary, report_unstable
 from engine.jobs.settings import default_data_dirs
 from engine.training import (
     Dataset,
@@ -45,6 +47,10 @@ class Settings:
 FULL = Settings(members=8, epochs=2.0, repetitions=3, models=("logreg", "mlp_pca60", "mlp"), test_examples=2000)
 QUICK = Settings(members=8, epochs=0.5, repetitions=1, models=("logreg",), test_examples=1000)
 GPU_MODELS = ("logreg", "mlp_pca60", "mlp", "cnn")
+RATIOS = (  # (name, numerator, denominator) of times measured in the same round
+    ("speed-up of the stack over sequential", "sequential", "stack"),
+    ("stack time / one run's", "stack", "one run"),
+)
 
 
 def grid(members: int) -> list[tuple[float, float]]:
@@ -143,22 +149,18 @@ def run(quick: bool) -> list[dict]:
             median = {name: statistics.median(t[index] for t in values) for name, values in times.items()}
             for name, value in median.items():
                 records.append({"name": f"{label}: {name}, {part}", "value": value, "unit": "s"})
-            records.append(
-                {
-                    "name": f"{label}: speed-up of the stack over sequential, {part}",
-                    "value": median["sequential"] / median["stack"],
-                    "unit": "x",
-                    "numerator": "sequential",
-                    "denominator": "stack",
-                }
-            )
-            records.append(
-                {
-                    "name": f"{label}: stack time / one run's, {part}",
-                    "value": median["stack"] / median["one run"],
-                    "unit": "x",
-                    "numerator": "stack",
-                    "denominator": "one run",
-                }
-            )
+            per_round = {
+                name: [times[numerator][r][index] / times[denominator][r][index] for r in range(settings.repetitions)]
+                for name, numerator, denominator in RATIOS
+            }
+            for name, numerator, denominator in RATIOS:
+                records.append(
+                    {
+                        "name": f"{label}: {name}, {part}",
+                        **ratio_summary(per_round[name]),
+                        "numerator": numerator,
+                        "denominator": denominator,
+                    }
+                )
+    report_unstable("sweep", records)
     return records

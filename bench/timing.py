@@ -1,4 +1,5 @@
-"""The one timing harness of the speed suites (`throughput`, `opacus`): throughput ratios measured pair by pair.
+"""The one timing harness of the speed suites (`throughput`, `opacus`, `noise`; `sweep` reads its ratios per round
+with `ratio_summary`): throughput ratios measured pair by pair.
 
 A suite hands over its modes (a step function each) and the ratios it wants, as (numerator, denominator) pairs of
 modes. Every mode is warmed up, then its block length is calibrated: the number of steps that lasts about
@@ -111,11 +112,10 @@ def rate_record(name: str, rates: Sequence[float]) -> dict:
     }
 
 
-def ratio_record(prefix: str, numerator: str, denominator: str, values: Sequence[float], **extra: object) -> dict:
-    """A ratio's record: the median of its per-pair values, their min, max and spread, and the self-check."""
+def ratio_summary(values: Sequence[float]) -> dict:
+    """A ratio's figure from its per-pair values: their median, min, max and spread, and the self-check."""
     spread_value = spread(values)
     return {
-        "name": f"{prefix}/{numerator}_vs_{denominator}",
         "value": statistics.median(values),
         "unit": "x",
         "min": min(values),
@@ -123,9 +123,17 @@ def ratio_record(prefix: str, numerator: str, denominator: str, values: Sequence
         "spread": spread_value,
         "pairs": len(values),
         "stable": spread_value <= STABLE_WITHIN,
+        "compared": f"±{spread_value:.0%} over {len(values)} pairs" + ("" if spread_value <= STABLE_WITHIN else " ⚠"),
+    }
+
+
+def ratio_record(prefix: str, numerator: str, denominator: str, values: Sequence[float], **extra: object) -> dict:
+    """A ratio's record: its name, what it divides, and `ratio_summary` of its per-pair values."""
+    return {
+        "name": f"{prefix}/{numerator}_vs_{denominator}",
+        **ratio_summary(values),
         "numerator": f"{prefix}/{numerator}",
         "denominator": f"{prefix}/{denominator}",
-        "compared": f"±{spread_value:.0%} over {len(values)} pairs" + ("" if spread_value <= STABLE_WITHIN else " ⚠"),
         **extra,
     }
 

@@ -23,5 +23,6 @@ def test_the_sweep_suite_records_each_mode_and_its_ratios(monkeypatch):
         assert all(r["unit"] == "s" and r["value"] > 0 for r in times.values())
         speedup = next(r for n, r in by_name.items() if n.endswith(f"speed-up of the stack over sequential, {part}"))
         assert (speedup["numerator"], speedup["denominator"], speedup["unit"]) == ("sequential", "stack", "x")
-        assert speedup["value"] == times["sequential"]["value"] / times["stack"]["value"]
+        assert speedup["value"] == times["sequential"]["value"] / times["stack"]["value"]  # one round
+        assert speedup["pairs"] == 1 and speedup["spread"] == 0 and speedup["stable"]  # the harness's summary
     assert grid(8) == sorted(set(grid(8)))  # eight distinct (σ, C), σ increasing
