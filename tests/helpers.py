@@ -1,6 +1,7 @@
 """Plain helpers the test files share (fixtures live in conftest.py, Streamlit AppTest helpers in
 apptest_helpers.py, Playwright ones in browser_helpers.py): the digits demo spec, the command line as a
-subprocess, polling, free ports, stopping subprocesses, zip archives taken apart and put back, a CSV upload.
+subprocess, polling, free ports, stopping subprocesses, zip archives taken apart and put back, a CSV upload,
+noisy GD's two-class test data.
 
 Imports nothing of the project, so that moving a source module never breaks every test at once.
 """

@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import torch
 from torch import Tensor
 
-from engine.training.noise import RandomSource, fill_gaussian_noise, noise_chunks
+from engine.training.noise import RandomSource, add_gaussian_noise, fill_gaussian_noise, noise_chunks
 
 AHEAD_MIN_COORDINATES = 1 << 16  # less noise than this per step is drawn inline: a thread handoff costs more
 
@@ -116,3 +116,11 @@ class NoiseAhead:
         if self.pending is not None:
             self.pending.cancel()
             self.pending = None
+
+
+def add_step_noise(
+    grads: list[Tensor], step: int, std: float, source: RandomSource, ahead: NoiseAhead | None
+) -> list[Tensor]:
+    """The noise stage of step `step` at σₜCₜ = `std`, in place: drawn ahead by `ahead` (which draws from `source`),
+    or drawn now from `source` (`add_gaussian_noise`). The same draws either way."""
+    return add_gaussian_noise(grads, std, source) if ahead is None else ahead.add_to(grads, step, std)

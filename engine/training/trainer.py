@@ -280,7 +280,7 @@ def make_step(
         )
     if algorithm is Algorithm.NOISY_GD:
         denominator = noisy_count(len(x), epsilon=plan.count_epsilon, generator=streams["count"])
-        ahead = noise_ahead(clipper, plan, streams)
+        ahead = drawn_ahead(clipper, plan, streams)
         return lambda step: noisy_gd_step(
             step=step,
             clipper=clipper,
@@ -293,7 +293,7 @@ def make_step(
             noise_generator=streams["noise"],
             noise_ahead=ahead,
         )
-    ahead = noise_ahead(clipper, plan, streams)
+    ahead = drawn_ahead(clipper, plan, streams)
     return lambda step: dpsgd_step(
         step=step,
         clipper=clipper,
@@ -309,8 +309,8 @@ def make_step(
     )
 
 
-def noise_ahead(clipper, plan: TrainingPlan, streams) -> NoiseAhead:
-    """The run's Gaussian noise drawn a step ahead, from its noise stream (`noise_ahead`)."""
+def drawn_ahead(clipper, plan: TrainingPlan, streams) -> NoiseAhead:
+    """The run's Gaussian noise drawn a step ahead, from its noise stream (`engine.training.noise_ahead`)."""
     return NoiseAhead(clipper.params, functools.partial(noise_std, plan), streams["noise"], last_step=plan.steps)
 
 

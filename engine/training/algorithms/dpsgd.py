@@ -21,8 +21,8 @@ from torch import Tensor
 from engine.training.canaries import GradientCanaries
 from engine.training.clipping import BookKeepingClipper, ClippedSum, MaterializedClipper, per_layer_thresholds
 from engine.training.config.plan import TrainingPlan
-from engine.training.noise import RandomSource, add_gaussian_noise, sample_poisson_lot
-from engine.training.noise_ahead import NoiseAhead
+from engine.training.noise import RandomSource, sample_poisson_lot
+from engine.training.noise_ahead import NoiseAhead, add_step_noise
 
 Clipper = BookKeepingClipper | MaterializedClipper
 
@@ -186,10 +186,7 @@ def dpsgd_step(
     if canaries is not None:
         canaries.insert(clipped.grads, rate=plan.sampling_rate, magnitude=canary_norm)
     std = noise_std(plan, step)
-    if noise_ahead is None:
-        noisy = add_gaussian_noise(clipped.grads, std, noise_generator)
-    else:
-        noisy = noise_ahead.add_to(clipped.grads, step, std)
+    noisy = add_step_noise(clipped.grads, step, std, noise_generator, noise_ahead)
     if canaries is not None:
         canaries.observe(noisy, magnitude=canary_norm, noise_std=std, rate=plan.sampling_rate)
     update = average(noisy, plan)

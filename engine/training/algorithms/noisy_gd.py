@@ -22,8 +22,8 @@ from torch import Tensor, nn
 from engine.training.algorithms.dpsgd import StepStats, clip_and_accumulate, stats_of
 from engine.training.clipping import clip_factors
 from engine.training.config.plan import TrainingPlan
-from engine.training.noise import RandomSource, add_gaussian_noise, uniform
-from engine.training.noise_ahead import NoiseAhead
+from engine.training.noise import RandomSource, uniform
+from engine.training.noise_ahead import NoiseAhead, add_step_noise
 
 
 class BinaryLogistic(nn.Module):
@@ -90,10 +90,7 @@ def noisy_gd_step(
         clipped = clip_and_accumulate(clipper, x, y, bound, physical_batch_size)
         grads, stats = clipped.grads, stats_of(clipped, len(x))
     std = plan.noise_multiplier_at(step) * bound
-    if noise_ahead is None:
-        noisy = add_gaussian_noise(grads, std, noise_generator)
-    else:
-        noisy = noise_ahead.add_to(grads, step, std)
+    noisy = add_step_noise(grads, step, std, noise_generator, noise_ahead)
     for param, g in zip(clipper.params, noisy, strict=True):
         param.grad = g.div_(denominator)
     optimizer.step()

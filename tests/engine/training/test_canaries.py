@@ -87,7 +87,7 @@ def test_a_mechanism_with_far_less_noise_than_it_claims_is_caught(monkeypatch):
     see only the final model, are too weak on digits' logistic regression for such a test (ε̂ 0–0.65)."""
     honest = dpsgd.noise_std
     monkeypatch.setattr(dpsgd, "noise_std", lambda plan, step: honest(plan, step) * 0.01)
-    monkeypatch.setattr(trainer, "noise_std", dpsgd.noise_std)  # the noise drawn ahead (`trainer.noise_ahead`)
+    monkeypatch.setattr(trainer, "noise_std", dpsgd.noise_std)  # the noise drawn ahead (`trainer.drawn_ahead`)
     result = train(parse_spec(audited(0.5, lr=1.0)))
     assert result.audit["epsilon"] > 2 * result.epsilon, (result.epsilon, result.audit)
 

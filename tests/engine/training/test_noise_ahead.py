@@ -109,7 +109,7 @@ def test_a_run_trains_to_the_same_numbers_with_its_noise_drawn_ahead(monkeypatch
     runs: dict[str, list] = {"ahead": [], "inline": []}
     for mode in runs:
         if mode == "inline":
-            monkeypatch.setattr(trainer, "noise_ahead", lambda *args: None)  # the inline noise stage
+            monkeypatch.setattr(trainer, "drawn_ahead", lambda *args: None)  # the inline noise stage
         for spec in specs:
             records: list = []
             data = digits if spec.dataset == "digits" else None
