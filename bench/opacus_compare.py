@@ -4,7 +4,8 @@ For each model and batch size, these modes run on the same fixed batch of random
 on its own identically initialized model and `torch.optim.SGD` optimizer:
 
 - ``nonprivate`` and ``bookkeeping``: exactly the chains of `bench.throughput` (non-private SGD; the
-  engine's ``BookKeepingClipper.clipped_sum`` → noise → 1/L → ``optimizer.step()``);
+  engine's ``BookKeepingClipper.clipped_sum`` → noise → 1/L → ``optimizer.step()``; on a GPU, as the engine runs
+  it there, those stages replayed as one CUDA graph: `throughput.graphed_step`);
 - ``opacus_<mode>``: ``PrivacyEngine().make_private(..., noise_multiplier=1, max_grad_norm=C,
   grad_sample_mode=<mode>, poisson_sampling=False)`` for mode ``hooks`` (per-layer grad samplers),
   ``functorch`` (``vmap`` per-sample gradients for every layer), ``ew`` (PyTorch's ExpandedWeights) and
@@ -124,6 +125,10 @@ def opacus_step(model: nn.Module, x: Tensor, y: Tensor, mode: str) -> Callable[[
 
 
 def engine_step(model: nn.Module, x: Tensor, y: Tensor, device: torch.device) -> Callable[[], None]:
+    """The engine's DP-SGD step as it trains on `device`: on a GPU its stages replayed as one CUDA graph
+    (`throughput.graphed_step`), else one kernel at a time (`throughput.dp_step`)."""
+    if device.type == "cuda":
+        return throughput.graphed_step(BookKeepingClipper(model), x, y, device)
     return throughput.dp_step(BookKeepingClipper(model), x, y, device)
 
 
@@ -220,8 +225,10 @@ def _case_records(case: ModelCase, settings: Settings, device: torch.device) -> 
     return records
 
 
-def run(settings_quick: bool = False, device: torch.device | None = None) -> list[dict]:
-    settings = QUICK if settings_quick else FULL
+def run(
+    settings_quick: bool = False, device: torch.device | None = None, settings: Settings | None = None
+) -> list[dict]:
+    settings = settings or (QUICK if settings_quick else FULL)
     device = device if device is not None else pick_device()
     records: list[dict] = []
     with warnings.catch_warnings():

@@ -14,9 +14,11 @@ itself 100 times; that work is the same in both modes and is not what is compare
 (`DPLAB_DATA_DIR`) the suite runs on scikit-learn's digits instead, and says so.
 """
 
+import contextlib
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from bench.timing import ratio_summary, report_unstable
@@ -32,7 +34,9 @@ from engine.training import (
     plan_run,
     train,
     train_stack,
+    trainer,
 )
+from engine.training.algorithms.stacked import training as stacked_training
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class Settings:
     repetitions: int
     models: tuple[str, ...]
     test_examples: int
+    modes: tuple[str, ...] = ("one run", "sequential", "stack")  # of `run`'s modes, those timed
 
 
 FULL = Settings(members=8, epochs=2.0, repetitions=3, models=("logreg", "mlp_pca60", "mlp"), test_examples=2000)
@@ -50,6 +55,9 @@ GPU_MODELS = ("logreg", "mlp_pca60", "mlp", "cnn")
 RATIOS = (  # (name, numerator, denominator) of times measured in the same round
     ("speed-up of the stack over sequential", "sequential", "stack"),
     ("stack time / one run's", "stack", "one run"),
+    ("one run's time, graphed / eager", "one run", "one run, eager"),
+    ("stack time, graphed / eager", "stack", "stack, eager"),
+    ("stack time / one run's, both eager", "stack, eager", "one run, eager"),
 )
 
 
@@ -103,6 +111,28 @@ def _time_one(member: StackMember, data: Dataset) -> tuple[float, float]:
     return clock.seconds, time.perf_counter() - started
 
 
+def _time_one_eager(member: StackMember, data: Dataset) -> tuple[float, float]:
+    """`_time_one` with the step's stages launched one kernel at a time even on a GPU (no `step_graph`)."""
+    with eager_steps():
+        return _time_one(member, data)
+
+
+def _time_stack_eager(members: list[StackMember], data: Dataset) -> tuple[float, float]:
+    with eager_steps():
+        return _time_stack(members, data)
+
+
+@contextlib.contextmanager
+def eager_steps() -> Iterator[None]:
+    """Runs and stacks trained meanwhile launch their stages one kernel at a time even on a GPU (no CUDA graph)."""
+    real = trainer.step_graph_for, stacked_training.stack_graph_for
+    trainer.step_graph_for = stacked_training.stack_graph_for = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        trainer.step_graph_for, stacked_training.stack_graph_for = real
+
+
 def _time_sequential(members: list[StackMember], data: Dataset) -> tuple[float, float]:
     loops, total = 0.0, 0.0
     for member in members:
@@ -118,8 +148,8 @@ def _time_stack(members: list[StackMember], data: Dataset) -> tuple[float, float
     return clock.seconds, time.perf_counter() - started
 
 
-def run(quick: bool) -> list[dict]:
-    settings = QUICK if quick else FULL
+def run(quick: bool, settings: Settings | None = None) -> list[dict]:
+    settings = settings or (QUICK if quick else FULL)
     device = pick_device()
     dataset, data = _dataset()
     data = replace(data, x_test=data.x_test[: settings.test_examples], y_test=data.y_test[: settings.test_examples])
@@ -130,11 +160,14 @@ def run(quick: bool) -> list[dict]:
         members = [StackMember(spec=s, plan=plan_run(s, n_train=len(data.x_train))) for s in specs]
         _time_one(members[0], data)  # warm-up: first-call costs (kernels, allocator) out of the figures
         _time_stack(members[:2], data)
-        modes = {
+        every = {
             "one run": (_time_one, members[0]),
+            "one run, eager": (_time_one_eager, members[0]),
             "sequential": (_time_sequential, members),
             "stack": (_time_stack, members),
+            "stack, eager": (_time_stack_eager, members),
         }
+        modes = {name: every[name] for name in settings.modes}
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in modes}
         for rep in range(settings.repetitions):
             order = list(modes)[rep % len(modes) :] + list(modes)[: rep % len(modes)]
@@ -152,8 +185,11 @@ def run(quick: bool) -> list[dict]:
             per_round = {
                 name: [times[numerator][r][index] / times[denominator][r][index] for r in range(settings.repetitions)]
                 for name, numerator, denominator in RATIOS
+                if numerator in modes and denominator in modes
             }
             for name, numerator, denominator in RATIOS:
+                if name not in per_round:
+                    continue
                 records.append(
                     {
                         "name": f"{label}: {name}, {part}",

@@ -7,7 +7,11 @@ its own identically initialized model and `torch.optim.SGD` optimizer:
 - ``bookkeeping``: ``BookKeepingClipper.clipped_sum`` → add the noise drawn ahead (``NoiseAhead``, on another
   thread while the step clips) → ``scale`` → set ``.grad`` → ``optimizer.step()`` (the engine's ``dpsgd_step``
   chain, minus Poisson sampling and its diagnostics);
-- ``materialized``: the same chain with ``MaterializedClipper`` (per-example gradients via ``torch.func``).
+- ``materialized``: the same chain with ``MaterializedClipper`` (per-example gradients via ``torch.func``);
+- ``graphed`` (on a GPU only): the book-keeping chain as the engine runs it on a GPU, its clip → noise → 1/L stages
+  one CUDA graph replay (`engine.training.algorithms.step_graph`) over a lot padded to the capacity of a Poisson lot
+  of this expected size from MNIST's 60,000 (`lot_capacity`: 328 rows for 256, 1,152 for 1,024), the noise drawn
+  ahead and copied in, then ``optimizer.step()``.
 
 Timing: `bench.timing`, the one harness of the speed suites: blocks of about ``block_s`` (0.5 s; 0.3 s with
 ``--quick``), each ratio measured pair by pair (a block of each side, back to back, the order alternating), its
@@ -28,6 +32,7 @@ from torch import Tensor, nn
 from bench.timing import Timing, measure, rate_record, ratio_record, report_unstable
 from engine.training import pick_device
 from engine.training.algorithms.dpsgd import scale
+from engine.training.algorithms.step_graph import StepGraph, lot_capacity
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
 from engine.training.features.models import build_model
 from engine.training.noise_ahead import NoiseAhead
@@ -42,6 +47,8 @@ MODELS: list[tuple[str, str, dict[str, object]]] = [
 ]
 MODES = ("nonprivate", "bookkeeping", "materialized")
 RATIOS = [("bookkeeping", "nonprivate"), ("materialized", "nonprivate"), ("bookkeeping", "materialized")]
+GPU_RATIOS = [("graphed", "nonprivate"), ("graphed", "bookkeeping")]
+N_TRAIN = 60_000  # MNIST's training set: the Poisson lot whose capacity a graphed step is padded to
 CLIP_NORM = 1.0
 NOISE_MULTIPLIER = 1.0
 LR = 0.05
@@ -87,9 +94,35 @@ def dp_step(
     return step
 
 
-def run(quick: bool = False) -> list[dict]:
-    timing = QUICK if quick else FULL
+def graphed_step(clipper: BookKeepingClipper, x: Tensor, y: Tensor, device: torch.device) -> Callable[[], None]:
+    """`dp_step`'s chain as the engine runs it on a GPU: the clip → noise → 1/L stages replayed as one CUDA graph
+    over the batch padded to a Poisson lot's capacity, then the optimizer's update."""
+    optimizer = torch.optim.SGD(clipper.params, lr=LR)
+    noise_generator = torch.Generator(device=device).manual_seed(SEED + 1)
+    ahead = NoiseAhead(
+        clipper.params, lambda step: NOISE_MULTIPLIER * CLIP_NORM, noise_generator, last_step=sys.maxsize
+    )
+    capacity = lot_capacity(N_TRAIN, len(x) / N_TRAIN)
+    graph = StepGraph(clipper, x, y, capacity=capacity, inv_lot=1.0 / len(x))
+    lot = torch.arange(len(x), device=device)
+    steps = itertools.count(1)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        update = graph.run(x, y, lot, CLIP_NORM, ahead.take(next(steps))).grads
+        for param, g in zip(clipper.params, update, strict=True):
+            param.grad = g
+        optimizer.step()
+
+    return step
+
+
+def run(quick: bool = False, timing: Timing | None = None) -> list[dict]:
+    timing = timing or (QUICK if quick else FULL)
     device = pick_device()
+    graphed = device.type == "cuda"
+    modes = MODES + (("graphed",) if graphed else ())
+    ratios = RATIOS + (GPU_RATIOS if graphed else [])
     records: list[dict] = []
     for label, model_name, options in MODELS:
         for batch in BATCH_SIZES["quick" if quick else "full"]:
@@ -102,11 +135,13 @@ def run(quick: bool = False) -> list[dict]:
                 "bookkeeping": dp_step(BookKeepingClipper(copy.deepcopy(base)), x, y, device),
                 "materialized": dp_step(MaterializedClipper(copy.deepcopy(base)), x, y, device),
             }
+            if graphed:
+                steps["graphed"] = graphed_step(BookKeepingClipper(copy.deepcopy(base)), x, y, device)
             print(f"[throughput] {label} batch={batch} ...", file=sys.stderr, flush=True)
-            measured = measure(steps, RATIOS, timing, device)
+            measured = measure(steps, ratios, timing, device)
             prefix = f"throughput/{label}/b{batch}"
-            records += [rate_record(f"{prefix}/{mode}", measured.rates[mode]) for mode in MODES]
-            records += [ratio_record(prefix, num, den, measured.ratios[(num, den)]) for num, den in RATIOS]
+            records += [rate_record(f"{prefix}/{mode}", measured.rates[mode]) for mode in modes]
+            records += [ratio_record(prefix, num, den, measured.ratios[(num, den)]) for num, den in ratios]
             del steps, base, x, y
     report_unstable("throughput", records)
     return records

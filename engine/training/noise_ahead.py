@@ -118,6 +118,17 @@ class NoiseAhead:
             self.pending = None
 
 
+def step_noise(
+    like: Sequence[Tensor], step: int, std: float, source: RandomSource, ahead: NoiseAhead | None
+) -> list[Tensor]:
+    """Step `step`'s noise at σₜCₜ = `std`, as tensors shaped like `like`: taken from `ahead` (which draws from
+    `source`), or drawn now from `source`, the very draws `add_gaussian_noise` would add. For a stage that adds the
+    noise itself (`step_graph`)."""
+    if ahead is not None:
+        return ahead.take(step, std)
+    return [fill_gaussian_noise(torch.empty_like(t), std, source, chunks=noise_chunks(t)) for t in like]
+
+
 def add_step_noise(
     grads: list[Tensor], step: int, std: float, source: RandomSource, ahead: NoiseAhead | None
 ) -> list[Tensor]:

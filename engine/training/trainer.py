@@ -24,6 +24,7 @@ from engine.training.algorithms.learners.training import train_learner
 from engine.training.algorithms.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step, with_constant_feature
 from engine.training.algorithms.nonprivate import ShuffledBatches, nonprivate_step
 from engine.training.algorithms.optimizers import OptimizerName, make_optimizer, set_learning_rate
+from engine.training.algorithms.step_graph import step_graph_for
 from engine.training.canaries import GradientCanaries, InputCanaries, audited, make_canaries
 from engine.training.clipping import make_clipper
 from engine.training.config.keys import Algorithm
@@ -294,6 +295,17 @@ def make_step(
             noise_ahead=ahead,
         )
     ahead = drawn_ahead(clipper, plan, streams)
+    graph = None
+    if canaries is None:  # an audited step inserts canaries between clipping and noise: it runs eagerly
+        graph = step_graph_for(
+            clipper,
+            x,
+            y,
+            n_train=len(x),
+            sampling_rate=plan.sampling_rate,
+            lot_size=plan.lot_size,
+            physical_batch_size=spec.physical_batch_size,
+        )
     return lambda step: dpsgd_step(
         step=step,
         clipper=clipper,
@@ -306,6 +318,7 @@ def make_step(
         noise_generator=streams["noise"],
         canaries=canaries,
         noise_ahead=ahead,
+        step_graph=graph,
     )
 
 

@@ -26,3 +26,24 @@ def test_the_sweep_suite_records_each_mode_and_its_ratios(monkeypatch):
         assert speedup["value"] == times["sequential"]["value"] / times["stack"]["value"]  # one round
         assert speedup["pairs"] == 1 and speedup["spread"] == 0 and speedup["stable"]  # the harness's summary
     assert grid(8) == sorted(set(grid(8)))  # eight distinct (σ, C), σ increasing
+
+
+def test_the_eager_modes_turn_the_step_graphs_off_and_back_on(monkeypatch):
+    """ "one run, eager" and "stack, eager" train without a CUDA graph; the graphs come back afterwards, and only
+    the ratios whose two modes ran are reported."""
+    from engine.training import trainer
+    from engine.training.algorithms.stacked import training as stacked_training
+
+    made = {"run": trainer.step_graph_for, "stack": stacked_training.stack_graph_for}
+    with sweep.eager_steps():
+        assert trainer.step_graph_for(None, None, None) is None
+        assert stacked_training.stack_graph_for(None, None, None) is None
+    assert trainer.step_graph_for is made["run"] and stacked_training.stack_graph_for is made["stack"]
+    settings = sweep.Settings(
+        members=2, epochs=0.1, repetitions=1, models=("logreg",), test_examples=100, modes=("one run", "one run, eager")
+    )
+    monkeypatch.setattr(sweep, "_dataset", lambda: ("digits", load_dataset("digits", [])))
+    grid = sweep.grid
+    monkeypatch.setattr(sweep, "grid", lambda k: [(5.0 + s, c) for s, c in grid(k)])
+    ratios = [r for r in sweep.run(quick=False, settings=settings) if r["unit"] == "x"]
+    assert {(r["numerator"], r["denominator"]) for r in ratios} == {("one run", "one run, eager")}

@@ -18,11 +18,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from engine.training.algorithms.step_graph import StepGraph
 from engine.training.canaries import GradientCanaries
 from engine.training.clipping import BookKeepingClipper, ClippedSum, MaterializedClipper, per_layer_thresholds
 from engine.training.config.plan import TrainingPlan
 from engine.training.noise import RandomSource, sample_poisson_lot
-from engine.training.noise_ahead import NoiseAhead, add_step_noise
+from engine.training.noise_ahead import NoiseAhead, add_step_noise, step_noise
 
 Clipper = BookKeepingClipper | MaterializedClipper
 
@@ -172,16 +173,55 @@ def dpsgd_step(
     noise_generator: RandomSource,
     canaries: GradientCanaries | None = None,
     noise_ahead: NoiseAhead | None = None,
+    step_graph: StepGraph | None = None,
 ) -> StepStats:
     """Step `step` (1-based) of the plan; the lot and the noise come from the run's streams (`noise`). With
     `canaries` (an audited run), the canaries in this lot join the clipped sum and the noisy sum scores them.
     With `noise_ahead` (drawing from `noise_generator`), the noise was drawn while this step clipped: the same
-    draws, off the step's critical path."""
+    draws, off the step's critical path. With `step_graph` (on a GPU), a lot that fits its capacity runs the
+    clip → noise → 1/L stages as one CUDA graph replay over a padded, masked lot (`step_graph`)."""
     clip_norm = plan.clip_norm_at(step)
     optimizer.zero_grad(set_to_none=True)  # the last update's gradient need not outlive it
     lot = sample_poisson_lot(len(x), plan.sampling_rate, sampling_generator, x.device)
     thresholds = clip_thresholds(clipper, clip_norm, plan.clipping)
-    clipped = clip_and_accumulate(clipper, x[lot], y[lot], thresholds, physical_batch_size)
+    if step_graph is not None and canaries is None and step_graph.fits(int(lot.numel())):
+        noise = step_noise(clipper.params, step, noise_std(plan, step), noise_generator, noise_ahead)
+        clipped = step_graph.run(x, y, lot, thresholds, noise)
+        update = clipped.grads
+    else:
+        clipped, update = eager_stages(
+            clipper=clipper,
+            x=x[lot],
+            y=y[lot],
+            thresholds=thresholds,
+            physical_batch_size=physical_batch_size,
+            step=step,
+            plan=plan,
+            noise_generator=noise_generator,
+            canaries=canaries,
+            noise_ahead=noise_ahead,
+        )
+    for param, g in zip(clipper.params, update, strict=True):
+        param.grad = g
+    optimizer.step()
+    return stats_of(clipped, int(lot.numel()))
+
+
+def eager_stages(
+    *,
+    clipper: Clipper,
+    x: Tensor,
+    y: Tensor,
+    thresholds: float | tuple[float, ...],
+    physical_batch_size: int | None,
+    step: int,
+    plan: TrainingPlan,
+    noise_generator: RandomSource,
+    canaries: GradientCanaries | None,
+    noise_ahead: NoiseAhead | None,
+) -> tuple[ClippedSum, list[Tensor]]:
+    """The lot's clip → (canaries) → noise → 1/L stages, one kernel at a time: (its clipped sum, the update)."""
+    clipped = clip_and_accumulate(clipper, x, y, thresholds, physical_batch_size)
     canary_norm = min(thresholds) if isinstance(thresholds, tuple) else thresholds  # within every layer's threshold
     if canaries is not None:
         canaries.insert(clipped.grads, rate=plan.sampling_rate, magnitude=canary_norm)
@@ -189,8 +229,4 @@ def dpsgd_step(
     noisy = add_step_noise(clipped.grads, step, std, noise_generator, noise_ahead)
     if canaries is not None:
         canaries.observe(noisy, magnitude=canary_norm, noise_std=std, rate=plan.sampling_rate)
-    update = average(noisy, plan)
-    for param, g in zip(clipper.params, update, strict=True):
-        param.grad = g
-    optimizer.step()
-    return stats_of(clipped, int(lot.numel()))
+    return clipped, average(noisy, plan)

@@ -120,9 +120,11 @@ class BookKeepingClipper:
             )
         return logits, slots  # type: ignore[return-value]
 
-    def deltas(self, x: Tensor, y: Tensor) -> tuple[Tensor, list[Tensor], list[Tensor], Tensor]:
+    def deltas(
+        self, x: Tensor, y: Tensor, row_mask: Tensor | None = None
+    ) -> tuple[Tensor, list[Tensor], list[Tensor], Tensor]:
         """(per-example losses, layer inputs a, layer output gradients δ = ∂Σℓ/∂z, the number of examples
-        classified right), all detached.
+        classified right, counting only the rows `row_mask` keeps), all detached.
 
         The cross-entropy gradient at the logits is written out, softmax − one-hot, and autograd
         runs from the logits to the other layers' outputs only: a model that is one linear layer
@@ -145,18 +147,25 @@ class BookKeepingClipper:
         deltas = [torch.zeros_like(z) if d is None else d for d, z in zip(deltas, inner, strict=True)]
         if last_is_logits:
             deltas.append(d_logits)
-        return losses, [a for a, _ in captured], deltas, count_correct(logits, y)
+        return losses, [a for a, _ in captured], deltas, count_correct(logits, y, row_mask)
 
-    def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: ClipNorm) -> ClippedSum:
+    def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: ClipNorm, *, row_mask: Tensor | None = None) -> ClippedSum:
+        """Σᵢ clip(gᵢ) over the rows of x. With `row_mask` (1 for a row of the lot, 0 for padding: a fixed-shape
+        lot, `step_graph`), each clip factor is multiplied by its row's mask, so a padding row adds exactly
+        nothing, and the loss sum and the count of right answers cover the kept rows only; the norms and
+        clipped flags still have a row per row of x."""
         thresholds = check_clip_norm(clip_norm, self.layer_names)
         if len(x) == 0:
             return zero_sum(self.params, x)
         if not self.layers:
             with torch.no_grad():
                 return zero_sum(self.params, x, F.cross_entropy(self.model(x), y, reduction="sum"))
-        losses, inputs, deltas, correct = self.deltas(x, y)
+        losses, inputs, deltas, correct = self.deltas(x, y, row_mask)
         sq_norms, finishers = self.layer_norms(inputs, deltas)
         norms, factors, clipped = combine_layer_norms(sq_norms, thresholds)
+        if row_mask is not None:
+            factors = [c * row_mask for c in factors]
+            losses = losses * row_mask
         grads = self.in_model_order([g for finish, c in zip(finishers, factors, strict=True) for g in finish(c)])
         self.release_workspace()
         return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum(), clipped=clipped, correct=correct)

@@ -128,7 +128,7 @@ def combine_layer_norms(
         return norms, [clip_factors(norms, clip_norm)] * len(layer_sq_norms), norms > clip_norm
     layer_norms = torch.stack(layer_sq_norms, dim=1).sqrt()  # (B, K)
     factors = clip_factors(layer_norms, clip_norm)
-    clipped = (layer_norms > torch.tensor(clip_norm, dtype=layer_norms.dtype, device=layer_norms.device)).any(dim=1)
+    clipped = (layer_norms > constant_tensor(clip_norm, layer_norms.dtype, layer_norms.device)).any(dim=1)
     return torch.linalg.vector_norm(layer_norms, dim=1), list(factors.T), clipped
 
 
@@ -143,6 +143,8 @@ def zero_sum(params: list[Tensor], x: Tensor, loss_sum: Tensor | None = None) ->
     )
 
 
-def count_correct(logits: Tensor, y: Tensor) -> Tensor:
-    """How many rows of `logits` rank the true class first: a by-product of the step's forward pass."""
-    return (logits.detach().argmax(dim=1) == y).sum()
+def count_correct(logits: Tensor, y: Tensor, row_mask: Tensor | None = None) -> Tensor:
+    """How many rows of `logits` rank the true class first (of the rows `row_mask` keeps, if given): a
+    by-product of the step's forward pass."""
+    hits = logits.detach().argmax(dim=1) == y
+    return hits.sum() if row_mask is None else (hits & (row_mask > 0)).sum()

@@ -89,9 +89,12 @@ class StackedClipper:
             self._output_shapes[key] = shapes
         return self._output_shapes[key]
 
-    def _deltas(self, x: Tensor, y: Tensor, per_member: bool) -> tuple[Tensor, list[Tensor], list[Tensor], Tensor]:
+    def _deltas(
+        self, x: Tensor, y: Tensor, per_member: bool, row_mask: Tensor | None = None
+    ) -> tuple[Tensor, list[Tensor], list[Tensor], Tensor]:
         """Per member: losses (K, B), each layer's input a (K, B, ...; a stride-0 expansion where all members
-        share it) and output gradient δ = ∂Σℓ/∂z (K, B, ...), and the count classified right (K,).
+        share it) and output gradient δ = ∂Σℓ/∂z (K, B, ...), and the count classified right (K,) of the rows
+        `row_mask` keeps (all without one).
 
         One `vmap` of `functional_call` runs the K forward passes; each probed layer adds a zero "probe" to its
         output, so ∂Σℓ/∂probe = δ. As in `BookKeepingClipper`, the cross-entropy gradient at the logits is
@@ -130,17 +133,26 @@ class StackedClipper:
                 y.expand(self.members, -1).unsqueeze(2),
                 d_logits.new_full((1, 1, 1), -1.0).expand(self.members, len(y), 1),
             )
-            correct = (logits.argmax(dim=2) == y).sum(dim=1)
+            hits = logits.argmax(dim=2) == y
+            correct = (hits if row_mask is None else hits & (row_mask > 0)).sum(dim=1)
         deltas = list(torch.autograd.grad(logits, probes, d_logits)) if probes else []
         if self._last_is_output:
             deltas.append(d_logits)
         return losses, [a.detach() for a in inputs], deltas, correct
 
     def clipped_sum(
-        self, x: Tensor, y: Tensor, clip_norms: Sequence[float], *, per_member: bool = False
+        self,
+        x: Tensor,
+        y: Tensor,
+        clip_norms: Sequence[float],
+        *,
+        per_member: bool = False,
+        row_mask: Tensor | None = None,
     ) -> StackedClippedSum:
         """Σᵢ clip(gᵢ) for each member k at its own threshold `clip_norms[k]` (flat clipping), on a batch
-        shared by all members (B, ...) or one per member (K, B, ...), with labels y (B,)."""
+        shared by all members (B, ...) or one per member (K, B, ...), with labels y (B,). With `row_mask` (B,)
+        (1 for a row of the lot, 0 for padding: `stacked.step_graph`), every member's clip factors are multiplied
+        by it, so padding adds exactly nothing, and the losses and counts cover the kept rows only."""
         members = self.members
         if len(y) == 0:
             zeros = y.new_zeros((members, 0), dtype=x.dtype)
@@ -151,7 +163,7 @@ class StackedClipper:
                 clipped=zeros.bool(),
                 correct=torch.zeros(members, dtype=torch.long, device=x.device),
             )
-        losses, inputs, deltas, correct = self._deltas(x, y, per_member)
+        losses, inputs, deltas, correct = self._deltas(x, y, per_member, row_mask)
         sq_norms, finishers = [], []
         for layer, names, a, delta in zip(self.layers, self._layer_params, inputs, deltas, strict=True):
             sq, finish = rule_for(layer).stacked(layer, names, a, delta)
@@ -159,6 +171,8 @@ class StackedClipper:
             finishers.append(finish)
         norms = torch.stack(sq_norms).sum(dim=0).sqrt()  # (K, B)
         factors = clip_factors(norms.T, tuple(float(c) for c in clip_norms)).T  # each member at its own C
+        if row_mask is not None:
+            factors, losses = factors * row_mask, losses * row_mask
         thresholds = constant_tensor(tuple(clip_norms), norms.dtype, norms.device)
         grads: dict[str, Tensor] = {}
         for finish in finishers:
@@ -170,6 +184,31 @@ class StackedClipper:
             clipped=norms > thresholds[:, None],
             correct=correct,
         )
+
+
+def clipped_sum_in_chunks(
+    clipper: StackedClipper, x: Tensor, y: Tensor, clip_norms: list[float], chunk: int | None, *, per_member: bool
+) -> StackedClippedSum:
+    """`clipper.clipped_sum` over the rows of a lot, `chunk` rows at a time (the members' physical batch size)."""
+    if chunk is None or len(y) <= chunk:
+        return clipper.clipped_sum(x, y, clip_norms, per_member=per_member)
+    parts = [
+        clipper.clipped_sum(
+            x[:, s : s + chunk] if per_member else x[s : s + chunk], y[s : s + chunk], clip_norms, per_member=per_member
+        )
+        for s in range(0, len(y), chunk)
+    ]
+    grads = parts[0].grads
+    for part in parts[1:]:
+        for name, g in part.grads.items():
+            grads[name].add_(g)
+    return StackedClippedSum(
+        grads=grads,
+        norms=torch.cat([p.norms for p in parts], dim=1),
+        loss_sum=sum(p.loss_sum for p in parts),
+        clipped=torch.cat([p.clipped for p in parts], dim=1),
+        correct=sum(p.correct for p in parts),
+    )
 
 
 def member_axis(per_member: bool) -> int | None:

@@ -19,8 +19,14 @@ from torch import Tensor
 from engine.privacy import PrivacyLedger, Release, dpsgd_step_event, panel, rdp_curve
 from engine.training.algorithms.dpsgd import average, noise_std, norm_quantiles_by_row
 from engine.training.algorithms.optimizers import DEFAULT_MOMENTUM, OptimizerName
-from engine.training.algorithms.stacked.clipping import StackedClippedSum, StackedClipper, StackError
+from engine.training.algorithms.stacked.clipping import (
+    StackedClippedSum,
+    StackedClipper,
+    StackError,
+    clipped_sum_in_chunks,
+)
 from engine.training.algorithms.stacked.optimizer import StackedOptimizer
+from engine.training.algorithms.stacked.step_graph import stack_graph_for
 from engine.training.clipping import constant_tensor
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan
@@ -195,6 +201,18 @@ def train_stack(
         for k, p in enumerate(plans)
     ]
     outcome: dict[int, tuple[float, float, int]] = {}
+    graph_for = functools.partial(
+        stack_graph_for,
+        clipper,
+        inputs.train,
+        y_train,
+        per_member=inputs.per_member,
+        n_train=len(x_train),
+        sampling_rate=plan0.sampling_rate,
+        lot_size=plan0.lot_size,
+        physical_batch_size=chunk,
+    )
+    graph = graph_for()
 
     accuracies, losses = _evaluate(clipper, inputs, y_test)
     for k in alive:
@@ -206,12 +224,16 @@ def train_stack(
         epoch = plan0.epoch_of(step - 1)
         lot = sample_poisson_lot(len(x_train), plan0.sampling_rate, streams[0]["sampling"], device)
         clip_norms = [plans[k].clip_norm_at(step) for k in alive]
-        clipped = _clipped_sum_in_chunks(
-            clipper, inputs.rows(inputs.train, lot), y_train[lot], clip_norms, chunk, per_member=inputs.per_member
-        )
-        for row, k in enumerate(alive):
-            noise_ahead[k].add_to([clipped.grads[n][row] for n in clipper.names], step, noise_std(plans[k], step))
-        average(list(clipped.grads.values()), plan0)  # and its 1/L, all members at once (one L for the stack)
+        if graph is not None and graph.fits(len(lot)):  # on a GPU: the stages below as one CUDA graph replay
+            noise = [noise_ahead[k].take(step, noise_std(plans[k], step)) for k in alive]
+            clipped = graph.run(inputs.train, y_train, lot, clip_norms, noise)
+        else:
+            clipped = clipped_sum_in_chunks(
+                clipper, inputs.rows(inputs.train, lot), y_train[lot], clip_norms, chunk, per_member=inputs.per_member
+            )
+            for row, k in enumerate(alive):
+                noise_ahead[k].add_to([clipped.grads[n][row] for n in clipper.names], step, noise_std(plans[k], step))
+            average(list(clipped.grads.values()), plan0)  # and its 1/L, all members at once (one L for the stack)
         lrs = tuple(members[k].spec.lr * members[k].spec.lr_schedule.factor_at(epoch) for k in alive)
         optimizer.step(clipped.grads, constant_tensor(lrs, x_train.dtype, device))
 
@@ -239,6 +261,7 @@ def train_stack(
             clipper.keep(index)
             optimizer.keep(index, clipper.params)
             inputs.keep(index)
+            graph = graph_for()  # the parameters' shapes changed: a graph for the members left
 
     seconds = time.perf_counter() - started
     stack = {
@@ -324,30 +347,6 @@ class PerLedger:
         value = self.compute(ledger, delta)
         self.done.append((key, value))
         return value
-
-
-def _clipped_sum_in_chunks(
-    clipper: StackedClipper, x: Tensor, y: Tensor, clip_norms: list[float], chunk: int | None, *, per_member: bool
-) -> StackedClippedSum:
-    if chunk is None or len(y) <= chunk:
-        return clipper.clipped_sum(x, y, clip_norms, per_member=per_member)
-    parts = [
-        clipper.clipped_sum(
-            x[:, s : s + chunk] if per_member else x[s : s + chunk], y[s : s + chunk], clip_norms, per_member=per_member
-        )
-        for s in range(0, len(y), chunk)
-    ]
-    grads = parts[0].grads
-    for part in parts[1:]:
-        for name, g in part.grads.items():
-            grads[name].add_(g)
-    return StackedClippedSum(
-        grads=grads,
-        norms=torch.cat([p.norms for p in parts], dim=1),
-        loss_sum=sum(p.loss_sum for p in parts),
-        clipped=torch.cat([p.clipped for p in parts], dim=1),
-        correct=sum(p.correct for p in parts),
-    )
 
 
 def _evaluate(

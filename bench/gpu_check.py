@@ -1,0 +1,224 @@
+"""`python -m bench.gpu_check [--out DIR]`: the checks and figures that need a CUDA GPU, in one process sized for a
+short device lease (about 6 minutes on an H100): what CI, which has no GPU, cannot run.
+
+Checks (each prints PASS or FAIL with its figure):
+- **graph** — `StepGraph` captured and replayed gives what its body gives eagerly on the same lots and noise, and
+  what the eager stages give: float64 within the tests' summation bound, float32 reported; a new threshold
+  recaptures; a small lot after a large one leaves no earlier row in the padding.
+- **stack graph** — `StackStepGraph` of 8 members, captured and replayed, against the eager stacked stages
+  (float64, within the summation bound).
+- **noise ahead** — `NoiseAhead` on a side stream draws bit for bit the inline draws (`add_gaussian_noise`) from a
+  CUDA generator, while the main stream is busy.
+- **engine** — `train` on the GPU with the graphed step against the eager stages: the same lot sizes and ε at every
+  step, test accuracies side by side, loop times.
+
+Figures: the `throughput` suite (graphed and eager against non-private), the `opacus` suite (the graphed engine
+step against every Opacus mode) and the `sweep` suite's stack of 8 against one run (each graphed and eager), with
+blocks and repetitions cut to fit the lease (`GPU_TIMING`, `GPU_OPACUS`, `GPU_SWEEP`). Records go to
+`DIR/gpu.json` after every section, so a cut-off run still returns what it measured.
+"""
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from bench import opacus_compare, sweep, throughput
+from bench.timing import Timing
+from engine.jobs.settings import default_data_dirs
+from engine.training import load_dataset, parse_spec, plan_run, train
+from engine.training.algorithms.dpsgd import clip_and_accumulate
+from engine.training.algorithms.stacked import StackedClipper
+from engine.training.algorithms.stacked.clipping import clipped_sum_in_chunks
+from engine.training.algorithms.stacked.step_graph import StackStepGraph
+from engine.training.algorithms.step_graph import StepGraph
+from engine.training.clipping import BookKeepingClipper
+from engine.training.features.models import build_model
+from engine.training.noise import add_gaussian_noise
+from engine.training.noise_ahead import NoiseAhead
+
+GPU_TIMING = Timing(block_s=0.2, pairs=5, budget_s=20.0)
+GPU_OPACUS = opacus_compare.Settings(Timing(block_s=0.2, pairs=5, budget_s=20.0), batch_sizes=(256, 1024))
+GPU_SWEEP = sweep.Settings(
+    members=8,
+    epochs=2.0,
+    repetitions=3,
+    models=sweep.GPU_MODELS,
+    test_examples=2000,
+    modes=("one run", "one run, eager", "stack", "stack, eager"),
+)
+CASES = [("logreg", {}, 784), ("mlp", {"hidden": (1000,)}, 784), ("cnn", {"image_shape": (1, 28, 28)}, 784)]
+U64 = 2.0**-53
+ENGINE_SPEC = {"algorithm": "dpsgd", "delta": 1e-5, "lot_size": 256, "epochs": 2.0, "lr": 0.5, "seed": 0}
+ENGINE_SPEC |= {"noise_multiplier": 1.0, "clip_norm": 1.0}
+ENGINE_RUNS = [("digits", "mlp", {"hidden": [128]}), ("mnist", "logreg", {}), ("mnist", "mlp", {"hidden": [1000]})]
+
+
+def check(name: str, passed: bool, detail: str) -> dict:
+    print(f"{'PASS' if passed else 'FAIL'} {name}: {detail}", flush=True)
+    return {"name": f"check/{name}", "value": float(passed), "unit": "pass", "compared": detail}
+
+
+def graph_checks(device: torch.device) -> list[dict]:
+    records = []
+    for model_name, options, n_features in CASES:
+        for dtype in (torch.float64, torch.float32):
+            torch.manual_seed(0)
+            model = build_model(model_name, n_features=n_features, n_classes=10, **options).to(device, dtype)
+            x = torch.randn(600, n_features, device=device, dtype=dtype)
+            y = torch.randint(0, 10, (600,), device=device)
+            captured = StepGraph(BookKeepingClipper(model), x, y, capacity=328, inv_lot=1 / 256)
+            eager_body = StepGraph(BookKeepingClipper(model), x, y, capacity=328, inv_lot=1 / 256)
+            eager_body.capture = False
+            worst_body, worst_stages = 0.0, 0.0
+            generator = torch.Generator(device=device).manual_seed(1)
+            for size, clip in ((300, 1.0), (40, 1.0), (256, 0.5)):
+                lot = torch.randperm(600, device=device, generator=generator)[:size]
+                noise = [torch.randn(p.shape, device=device, dtype=dtype) for p in captured.clipper.params]
+                got = captured.run(x, y, lot, clip, noise)
+                got = [g.clone() for g in got.grads]
+                body = eager_body.run(x, y, lot, clip, noise).grads
+                stages = clip_and_accumulate(captured.clipper, x[lot], y[lot], clip, None)
+                expected = [(g + n) / 256 for g, n in zip(stages.grads, noise, strict=True)]
+                worst_body = max(worst_body, max(float((a - b).abs().max()) for a, b in zip(got, body, strict=True)))
+                worst_stages = max(
+                    worst_stages, max(float((a - b).abs().max()) for a, b in zip(got, expected, strict=True))
+                )
+            bound = (2 * 328 * U64 / (1 - 328 * U64) * 328 + 4 * U64 * (328 + 10)) / 256
+            label = f"graph {model_name} {str(dtype).removeprefix('torch.')}"
+            detail = (
+                f"replay vs eager body {worst_body:.2e}, vs eager stages {worst_stages:.2e}; "
+                f"captures {captured.captures} (thresholds 1.0, 0.5)"
+            )
+            if dtype == torch.float64:
+                passed = worst_stages <= bound and worst_body <= bound and captured.captures == 2
+                records.append(check(label, passed, detail + f"; float64 bound {bound:.1e}"))
+            else:
+                records.append(check(label, captured.captures == 2 and worst_stages < 1e-4, detail))
+    return records
+
+
+def stack_graph_checks(device: torch.device) -> list[dict]:
+    records = []
+    for model_name, options, n_features in CASES:
+        models = []
+        for seed in range(8):
+            torch.manual_seed(seed)
+            models.append(build_model(model_name, n_features=n_features, n_classes=10, **options).to(device).double())
+        clipper = StackedClipper(models)
+        x = torch.randn(600, n_features, device=device, dtype=torch.float64)
+        y = torch.randint(0, 10, (600,), device=device)
+        graph = StackStepGraph(clipper, x, y, capacity=328, per_member=False, inv_lot=1 / 256)
+        clip_norms = [0.5 + 0.25 * k for k in range(8)]
+        worst = 0.0
+        for size in (300, 40, 256):
+            lot = torch.randperm(600, device=device)[:size]
+            noise = [[torch.randn_like(clipper.params[n][0]) for n in clipper.names] for _ in range(8)]
+            got = {n: g.clone() for n, g in graph.run(x, y, lot, clip_norms, noise).grads.items()}
+            eager = clipped_sum_in_chunks(clipper, x[lot], y[lot], clip_norms, None, per_member=False)
+            for i, n in enumerate(clipper.names):
+                expected = (eager.grads[n] + torch.stack([noise[k][i] for k in range(8)])) / 256
+                worst = max(worst, float((got[n] - expected).abs().max()))
+        bound = (2 * 328 * U64 / (1 - 328 * U64) * 328 * 2.25 + 4 * U64 * (328 * 2.25 + 10)) / 256
+        detail = (
+            f"8 members, float64: replay vs eager stages {worst:.2e} (bound {bound:.1e}); captures {graph.captures}"
+        )
+        records.append(check(f"stack graph {model_name}", worst <= bound and graph.captures == 1, detail))
+    return records
+
+
+def noise_ahead_check(device: torch.device) -> list[dict]:
+    like = [
+        torch.zeros(1000, 800, device=device),
+        torch.zeros(1000, device=device),
+        torch.zeros(10, 1000, device=device),
+    ]
+    ahead = NoiseAhead(
+        like, lambda step: 0.5 + step, torch.Generator(device=device).manual_seed(7), last_step=6, ahead_from=0
+    )
+    inline = torch.Generator(device=device).manual_seed(7)
+    busy = torch.randn(4096, 4096, device=device)
+    equal, side = True, ahead.side_stream is not None
+    for step in range(1, 7):
+        for _ in range(3):
+            busy = busy @ busy / 64  # keep the main stream busy while the next step's noise is drawn on the side
+        grads = [torch.full_like(t, float(step)) for t in like]
+        expected = add_gaussian_noise([g.clone() for g in grads], 0.5 + step, inline)
+        got = ahead.add_to(grads, step)
+        equal &= all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    torch.cuda.synchronize(device)
+    return [check("noise ahead on a side stream", equal and side, f"side stream {side}; 6 steps bitwise equal {equal}")]
+
+
+def engine_check(device: torch.device) -> list[dict]:
+    records = []
+    for dataset, model, extra in ENGINE_RUNS:
+        spec = parse_spec({**ENGINE_SPEC, "dataset": dataset, "model": model, **extra})
+        try:
+            data = load_dataset(dataset, default_data_dirs())
+        except Exception as error:  # no MNIST copy
+            print(f"skip engine {dataset}: {error}", flush=True)
+            continue
+        plan = plan_run(spec, n_train=len(data.x_train))
+        runs = {}
+        for mode in ("warm-up", "eager", "graphed"):  # the first run pays CUDA's first-use costs
+            seen: list = []
+            with contextlib.nullcontext() if mode != "eager" else sweep.eager_steps():
+                result = train(spec, plan=plan, dataset=data, on_step=seen.append, device=device)
+            runs[mode] = (seen, result)
+        (g, g_result), (e, e_result) = runs["graphed"], runs["eager"]
+        same_lots = [r.lot_size for r in g] == [r.lot_size for r in e]
+        same_eps = [r.epsilon for r in g] == [r.epsilon for r in e]
+        detail = (
+            f"{len(g) - 1} steps; lot sizes equal {same_lots}, ε equal {same_eps} (ε {g_result.epsilon:.3f}); "
+            f"test accuracy graphed {g_result.test_accuracy:.4f} vs eager {e_result.test_accuracy:.4f}; "
+            f"loop {g[-1].elapsed_s:.2f} s graphed vs {e[-1].elapsed_s:.2f} s eager"
+        )
+        records.append(check(f"engine {dataset} {model}", same_lots and same_eps, detail))
+        records.append({"name": f"engine/{dataset}/{model}/loop_graphed", "value": g[-1].elapsed_s, "unit": "s"})
+        records.append({"name": f"engine/{dataset}/{model}/loop_eager", "value": e[-1].elapsed_s, "unit": "s"})
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("."), help="folder for gpu.json")
+    parser.add_argument("--skip", action="append", default=[], help="a section to leave out (repeatable)")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("no CUDA device: nothing to check", file=sys.stderr)
+        return 2
+    device = torch.device("cuda")
+    print(f"{torch.cuda.get_device_name(device)} | torch {torch.__version__}", flush=True)
+    sections: list[tuple[str, Callable[[], list[dict]]]] = [
+        ("graph", lambda: graph_checks(device)),
+        ("stack_graph", lambda: stack_graph_checks(device)),
+        ("noise_ahead", lambda: noise_ahead_check(device)),
+        ("engine", lambda: engine_check(device)),
+        ("throughput", lambda: throughput.run(timing=GPU_TIMING)),
+        ("sweep", lambda: sweep.run(False, settings=GPU_SWEEP)),
+        ("opacus", lambda: opacus_compare.run(device=device, settings=GPU_OPACUS)),
+    ]
+    records: list[dict] = []
+    for name, section in sections:
+        if name in args.skip:
+            continue
+        started = time.perf_counter()
+        try:
+            records += section()
+        except Exception:
+            traceback.print_exc()
+            records.append({"name": f"section/{name}", "value": 0.0, "unit": "failed"})
+        print(f"[{name}] {time.perf_counter() - started:.1f} s", flush=True)
+        (args.out / "gpu.json").write_text(json.dumps(records, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
