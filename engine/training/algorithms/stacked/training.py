@@ -201,17 +201,13 @@ def train_stack(
         for k, p in enumerate(plans)
     ]
     outcome: dict[int, tuple[float, float, int]] = {}
-    graph_for = functools.partial(
-        stack_graph_for,
-        clipper,
-        inputs.train,
-        y_train,
-        per_member=inputs.per_member,
-        n_train=len(x_train),
-        sampling_rate=plan0.sampling_rate,
-        lot_size=plan0.lot_size,
-        physical_batch_size=chunk,
-    )
+
+    def graph_for():  # the inputs of the members still training: `inputs.keep` replaces per-member inputs
+        common = dict(n_train=len(x_train), sampling_rate=plan0.sampling_rate, lot_size=plan0.lot_size)
+        return stack_graph_for(
+            clipper, inputs.train, y_train, per_member=inputs.per_member, physical_batch_size=chunk, **common
+        )
+
     graph = graph_for()
 
     accuracies, losses = _evaluate(clipper, inputs, y_test)

@@ -72,11 +72,13 @@ def test_no_graph_off_a_gpu_or_when_the_lot_is_split():
         assert stack_graph_for(cuda, x.cuda(), y.cuda(), **{**common, "physical_batch_size": 8}) is None
 
 
-def test_a_stack_trained_through_the_graph_body_keeps_its_lots_noise_and_epsilon(monkeypatch):
+@pytest.mark.parametrize("pca", [False, True], ids=["shared inputs", "DP-PCA inputs per member"])
+def test_a_stack_trained_through_the_graph_body_keeps_its_lots_noise_and_epsilon(monkeypatch, pca):
     """`train_stack` with a `StackStepGraph` (its body run eagerly on the CPU) against the eager stages: the same lot
     sizes and ε for every member at every step and the same first-step losses; a member that leaves gets the
-    members left a new graph."""
-    specs = [parse_spec(sigma_spec(sigma)) for sigma in (1.0, 2.0, 3.0)]
+    members left a new graph, over their own inputs when each member has its own DP-PCA projection."""
+    extra = [dict(pca_dims=16, pca_noise=4.0 * (k + 1)) if pca else {} for k in range(3)]
+    specs = [parse_spec({**sigma_spec(sigma), **e}) for sigma, e in zip((1.0, 2.0, 3.0), extra, strict=True)]
     members = [StackMember(spec=s, plan=plan_spec(s)) for s in specs]
     calls = {"n": 0}
 
@@ -102,6 +104,9 @@ def test_a_stack_trained_through_the_graph_body_keeps_its_lots_noise_and_epsilon
     steps = members[0].plan.steps
     assert [r.steps for r in results] == [steps, 4, steps]
     assert len(made) == 2 and len(runs) == steps  # a new graph when the second member left
+    assert [g.per_member for g in made] == [pca, pca]
+    if pca:
+        assert [g.x.shape[0] for g in made] == [3, 2]  # each graph over the inputs of the members it trains
     for mine, theirs in zip(graphed, eager, strict=True):
         assert [r.lot_size for r in mine] == [r.lot_size for r in theirs]
         assert [r.epsilon for r in mine] == [r.epsilon for r in theirs]
