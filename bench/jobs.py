@@ -2,7 +2,9 @@
 
 - submit: a fresh submission against a cache hit (median of several);
 - throughput of tiny digits runs by a pool of 1 worker and of 2 (span from the first claim to the
-  last finish, from the store's own timestamps), and their ratio;
+  last finish, from the store's own timestamps), in `rounds` rounds, the order alternating (1 then 2, 2 then 1,
+  …), each on a fresh store; the throughputs are medians over rounds, and their ratio the median of the per-round
+  ratios with its spread and `bench.timing`'s self-check (`ratio_summary`);
 - a kill -9 of a pool worker: seconds until its run is `failed: worker lost`;
 - a kill -9 of a lone worker: seconds until another worker reaps the stale run (the stale timeout
   is set to 3 s here, 30 s by default).
@@ -17,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.timing import ratio_summary, report_unstable
 from cache import RunStatus, Store
 from engine.jobs.queue import submit
 from engine.training import parse_spec
@@ -146,25 +149,29 @@ def _kill_latencies(home: Path) -> tuple[float, float]:
 
 
 def run(quick: bool = False) -> list[dict]:
-    runs = 10 if quick else 30
+    runs, rounds = (10, 2) if quick else (30, 3)
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         fresh_s, cached_s = _submit_latency(Store(home / "latency.sqlite3"), 5 if quick else 20)
-        one = _throughput(home / "one", 1, runs, 0)
-        two = _throughput(home / "two", 2, runs, 0)
+        rates: dict[int, list[float]] = {1: [], 2: []}
+        for r in range(rounds):
+            for workers in (1, 2) if r % 2 == 0 else (2, 1):
+                rates[workers].append(_throughput(home / f"round{r}-{workers}", workers, runs, 0))
         pool_s, stale_s = _kill_latencies(home / "kill")
-    return [
+    per_round = [two / one for one, two in zip(rates[1], rates[2], strict=True)]
+    records = [
         {"name": "jobs/submit_fresh", "value": fresh_s * 1e3, "unit": "ms"},
         {"name": "jobs/submit_cache_hit", "value": cached_s * 1e3, "unit": "ms"},
-        {"name": f"jobs/tiny_runs_per_s_1_worker_{runs}_runs", "value": one, "unit": "runs/s"},
-        {"name": f"jobs/tiny_runs_per_s_2_workers_{runs}_runs", "value": two, "unit": "runs/s"},
+        {"name": f"jobs/tiny_runs_per_s_1_worker_{runs}_runs", "value": statistics.median(rates[1]), "unit": "runs/s"},
+        {"name": f"jobs/tiny_runs_per_s_2_workers_{runs}_runs", "value": statistics.median(rates[2]), "unit": "runs/s"},
         {
             "name": "jobs/2_workers_over_1",
-            "value": two / one,
-            "unit": "×",
+            **ratio_summary(per_round),
             "numerator": "2 workers",
             "denominator": "1 worker",
         },
         {"name": "jobs/kill_9_pool_worker_to_failed", "value": pool_s, "unit": "s"},
         {"name": f"jobs/kill_9_lone_worker_to_reaped_stale_{STALE_AFTER_S:g}s", "value": stale_s, "unit": "s"},
     ]
+    report_unstable("jobs", records)
+    return records
