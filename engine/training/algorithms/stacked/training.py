@@ -26,7 +26,7 @@ from engine.training.algorithms.stacked.clipping import (
     clipped_sum_in_chunks,
 )
 from engine.training.algorithms.stacked.optimizer import StackedOptimizer
-from engine.training.algorithms.stacked.step_graph import stack_graph_for
+from engine.training.algorithms.stacked.step_graph import StackStepGraph, stack_graph_for
 from engine.training.clipping import constant_tensor
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan
@@ -202,7 +202,7 @@ def train_stack(
     ]
     outcome: dict[int, tuple[float, float, int]] = {}
 
-    def graph_for():  # the inputs of the members still training: `inputs.keep` replaces per-member inputs
+    def graph_for() -> StackStepGraph | None:  # over the inputs of the members training now (`inputs.keep`)
         common = dict(n_train=len(x_train), sampling_rate=plan0.sampling_rate, lot_size=plan0.lot_size)
         return stack_graph_for(
             clipper, inputs.train, y_train, per_member=inputs.per_member, physical_batch_size=chunk, **common
