@@ -72,21 +72,31 @@ def nonprivate_step(model: nn.Module, x: Tensor, y: Tensor) -> Callable[[], None
 
 
 def dp_step(
-    clipper: BookKeepingClipper | MaterializedClipper, x: Tensor, y: Tensor, device: torch.device
+    clipper: BookKeepingClipper | MaterializedClipper,
+    x: Tensor,
+    y: Tensor,
+    device: torch.device,
+    *,
+    graph: StepGraph | None = None,
 ) -> Callable[[], None]:
+    """The engine's DP-SGD chain on the batch (x, y), minus Poisson sampling and diagnostics: clip → noise drawn
+    ahead → 1/L → update; with `graph`, its clip → noise → 1/L stages replayed as one CUDA graph (`graphed_step`)."""
     optimizer = torch.optim.SGD(clipper.params, lr=LR)
     noise_generator = torch.Generator(device=device).manual_seed(SEED + 1)
     noise_std = NOISE_MULTIPLIER * CLIP_NORM
     inv_lot = 1.0 / len(x)
     # the engine's noise stage: each step's noise drawn while the step before it clips (`NoiseAhead`)
     ahead = NoiseAhead(clipper.params, lambda step: noise_std, noise_generator, last_step=sys.maxsize)
+    lot = torch.arange(len(x), device=device)
     steps = itertools.count(1)
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)  # as the engine's dpsgd_step does
-        clipped = clipper.clipped_sum(x, y, CLIP_NORM)
-        noisy = ahead.add_to(clipped.grads, next(steps))
-        update = scale(noisy, inv_lot)
+        if graph is None:
+            clipped = clipper.clipped_sum(x, y, CLIP_NORM)
+            update = scale(ahead.add_to(clipped.grads, next(steps)), inv_lot)
+        else:
+            update = graph.run(x, y, lot, CLIP_NORM, ahead.take(next(steps))).grads
         for param, g in zip(clipper.params, update, strict=True):
             param.grad = g
         optimizer.step()
@@ -97,24 +107,8 @@ def dp_step(
 def graphed_step(clipper: BookKeepingClipper, x: Tensor, y: Tensor, device: torch.device) -> Callable[[], None]:
     """`dp_step`'s chain as the engine runs it on a GPU: the clip → noise → 1/L stages replayed as one CUDA graph
     over the batch padded to a Poisson lot's capacity, then the optimizer's update."""
-    optimizer = torch.optim.SGD(clipper.params, lr=LR)
-    noise_generator = torch.Generator(device=device).manual_seed(SEED + 1)
-    ahead = NoiseAhead(
-        clipper.params, lambda step: NOISE_MULTIPLIER * CLIP_NORM, noise_generator, last_step=sys.maxsize
-    )
     capacity = lot_capacity(N_TRAIN, len(x) / N_TRAIN)
-    graph = StepGraph(clipper, x, y, capacity=capacity, inv_lot=1.0 / len(x))
-    lot = torch.arange(len(x), device=device)
-    steps = itertools.count(1)
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        update = graph.run(x, y, lot, CLIP_NORM, ahead.take(next(steps))).grads
-        for param, g in zip(clipper.params, update, strict=True):
-            param.grad = g
-        optimizer.step()
-
-    return step
+    return dp_step(clipper, x, y, device, graph=StepGraph(clipper, x, y, capacity=capacity, inv_lot=1.0 / len(x)))
 
 
 def run(quick: bool = False, timing: Timing | None = None) -> list[dict]:

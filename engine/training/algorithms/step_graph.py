@@ -16,14 +16,13 @@ The optimizer's update stays outside the graph (an optimizer's hyper-parameters,
 included, stay Python floats); it reads the graph's output gradients as `.grad`. A graph is captured for one
 clipping threshold: a clipping schedule recaptures when C changes (once an epoch at most).
 
-On the CPU the same fixed-shape body runs eagerly, call by call (`capture` False): that is how the tests check
+On the CPU the same fixed-shape body runs eagerly, call by call (`Replayed.capture` False): that is how the tests check
 it against the eager stages without a GPU. The trainer uses a graph on CUDA only (`step_graph_for`).
 """
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 import torch
 from torch import Tensor
@@ -31,6 +30,7 @@ from torch import Tensor
 from engine.training.clipping import BookKeepingClipper, ClippedSum
 
 OVERFLOW_SIGMAS = 4.0  # capacity = mean + 4 standard deviations of the lot size: P(overflow) ≲ 3e-5 (normal tail)
+K = TypeVar("K")
 T = TypeVar("T")
 WARMUP_CALLS = 2  # eager calls on a side stream before capture (cuBLAS handles, autograd's first-use setup)
 
@@ -44,13 +44,56 @@ def lot_capacity(n_train: int, sampling_rate: float) -> int:
     return min(n_train, 8 * math.ceil(rows / 8))
 
 
-@dataclass(frozen=True)
-class GraphOutputs:
-    grads: list[Tensor]  # the noisy sum times 1/L, aligned with the clipper's params
-    norms: Tensor  # (capacity,) per-example norms before clipping (padding rows included)
-    loss_sum: Tensor
-    clipped: Tensor  # (capacity,) bool
-    correct: Tensor | None
+class PaddedLot:
+    """Static rows for a lot of at most `capacity` rows of `x` (rows along `axis`: 0 for (N, ...) inputs, 1 for one
+    (K, N, ...) input per stack member) and `y`: the lot's rows first, zeros after them, and the 0/1 row mask."""
+
+    def __init__(self, x: Tensor, y: Tensor, *, capacity: int, mask_dtype: torch.dtype, axis: int = 0):
+        shape = list(x.shape)
+        shape[axis] = capacity
+        self.capacity, self.axis = capacity, axis
+        self.x = torch.zeros(shape, dtype=x.dtype, device=x.device)
+        self.y = torch.zeros(capacity, dtype=y.dtype, device=y.device)
+        self.mask = torch.zeros(capacity, dtype=mask_dtype, device=x.device)
+        self.positions = torch.arange(capacity, device=x.device)
+
+    def fits(self, lot_size: int) -> bool:
+        return lot_size <= self.capacity
+
+    def load(self, x: Tensor, y: Tensor, lot: Tensor) -> int:
+        """The lot's rows into the static rows, zeros after them, and the mask: 1.0 for its rows, 0.0 for padding.
+        Returns the lot's size n."""
+        n = int(lot.numel())
+        for static, source, axis in ((self.x, x, self.axis), (self.y, y, 0)):
+            static.narrow(axis, 0, n).copy_(source.index_select(axis, lot))
+            static.narrow(axis, n, self.capacity - n).zero_()
+        torch.lt(self.positions, n, out=self.mask)
+        return n
+
+
+class Replayed(Generic[K, T]):
+    """`body(key)` run through a CUDA graph captured on first use and again whenever `key` changes (a new clipping
+    threshold); off a GPU (or with `capture` False) run eagerly, call by call."""
+
+    def __init__(self, body: Callable[[K], T], device: torch.device):
+        self.body = body
+        self.device = device
+        self.capture = device.type == "cuda"
+        self.key: K | None = None
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.outputs: T | None = None
+        self.captures = 0  # how many times a graph was captured
+
+    def __call__(self, key: K) -> T:
+        if not self.capture:
+            return self.body(key)
+        if self.outputs is None or key != self.key:
+            self.graph = self.outputs = None  # the old graph's memory goes before the new one is captured
+            self.graph, self.outputs = capture_graph(lambda: self.body(key), self.device)
+            self.key = key
+            self.captures += 1
+        self.graph.replay()
+        return self.outputs
 
 
 class StepGraph:
@@ -59,62 +102,33 @@ class StepGraph:
 
     def __init__(self, clipper: BookKeepingClipper, x: Tensor, y: Tensor, *, capacity: int, inv_lot: float):
         self.clipper = clipper
-        self.capacity = capacity
         self.inv_lot = inv_lot
-        self.x = torch.zeros((capacity, *x.shape[1:]), dtype=x.dtype, device=x.device)
-        self.y = torch.zeros(capacity, dtype=y.dtype, device=y.device)
-        self.mask = torch.zeros(capacity, dtype=clipper.params[0].dtype, device=x.device)
-        self.positions = torch.arange(capacity, device=x.device)
+        self.rows = PaddedLot(x, y, capacity=capacity, mask_dtype=clipper.params[0].dtype)
         self.noise = [torch.zeros_like(p) for p in clipper.params]
-        self.capture = x.device.type == "cuda"
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.thresholds: float | tuple[float, ...] | None = None
-        self.outputs: GraphOutputs | None = None
-        self.captures = 0  # how many times a graph was captured (a clipping schedule recaptures)
+        self.replayed = Replayed(self.body, x.device)
 
     def fits(self, lot_size: int) -> bool:
-        return lot_size <= self.capacity
+        return self.rows.fits(lot_size)
 
-    def body(self) -> GraphOutputs:
+    def body(self, thresholds: float | tuple[float, ...]) -> ClippedSum:
         """What the graph runs: the static rows' masked clipped sum, plus the static noise, times 1/L."""
-        clipped = self.clipper.clipped_sum(self.x, self.y, self.thresholds, row_mask=self.mask)
+        clipped = self.clipper.clipped_sum(self.rows.x, self.rows.y, thresholds, row_mask=self.rows.mask)
         for g, noise in zip(clipped.grads, self.noise, strict=True):
             g.add_(noise).mul_(self.inv_lot)
-        return GraphOutputs(clipped.grads, clipped.norms, clipped.loss_sum, clipped.clipped, clipped.correct)
-
-    def load(self, x: Tensor, y: Tensor, lot: Tensor, noise: list[Tensor]) -> int:
-        """Copy the lot's rows into the static rows (zeros after them), its mask and the step's noise."""
-        n = int(lot.numel())
-        load_lot(self.x, x, lot, 0)
-        load_lot(self.y, y, lot, 0)
-        torch.lt(self.positions, n, out=self.mask)  # 1.0 for the lot's rows, 0.0 for padding
-        for static, drawn in zip(self.noise, noise, strict=True):
-            static.copy_(drawn)
-        return n
+        return clipped
 
     def run(
         self, x: Tensor, y: Tensor, lot: Tensor, thresholds: float | tuple[float, ...], noise: list[Tensor]
     ) -> ClippedSum:
         """The step's update (noisy clipped sum times 1/L) in `grads`, and the lot's diagnostics, for a lot that
         `fits`; the graph is captured on first use and whenever the threshold changes."""
-        n = self.load(x, y, lot, noise)
-        if thresholds != self.thresholds or self.outputs is None:
-            self.thresholds = thresholds
-            self.outputs = self.captured() if self.capture else None
-        if self.capture:
-            self.graph.replay()
-            out = self.outputs
-        else:
-            out = self.body()
+        n = self.rows.load(x, y, lot)
+        for static, drawn in zip(self.noise, noise, strict=True):
+            static.copy_(drawn)
+        out = self.replayed(thresholds)
         return ClippedSum(
             grads=out.grads, norms=out.norms[:n], loss_sum=out.loss_sum, clipped=out.clipped[:n], correct=out.correct
         )
-
-    def captured(self) -> GraphOutputs:
-        self.graph = None  # the old graph's memory goes before the new one is captured
-        self.graph, outputs = capture_graph(self.body, self.x.device)
-        self.captures += 1
-        return outputs
 
 
 def capture_graph(body: Callable[[], T], device: torch.device) -> tuple[torch.cuda.CUDAGraph, T]:
@@ -131,13 +145,6 @@ def capture_graph(body: Callable[[], T], device: torch.device) -> tuple[torch.cu
     with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         outputs = body()
     return graph, outputs
-
-
-def load_lot(static: Tensor, x: Tensor, lot: Tensor, axis: int) -> None:
-    """The lot's rows of `x` (along `axis`) into the first rows of `static`, zeros after them."""
-    n = int(lot.numel())
-    static.narrow(axis, 0, n).copy_(x.index_select(axis, lot))
-    static.narrow(axis, n, static.shape[axis] - n).zero_()
 
 
 def step_graph_for(

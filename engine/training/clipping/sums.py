@@ -144,7 +144,8 @@ def zero_sum(params: list[Tensor], x: Tensor, loss_sum: Tensor | None = None) ->
 
 
 def count_correct(logits: Tensor, y: Tensor, row_mask: Tensor | None = None) -> Tensor:
-    """How many rows of `logits` rank the true class first (of the rows `row_mask` keeps, if given): a
-    by-product of the step's forward pass."""
-    hits = logits.detach().argmax(dim=1) == y
-    return hits.sum() if row_mask is None else (hits & (row_mask > 0)).sum()
+    """How many rows of `logits` (…, B, classes) rank the true class first (of the rows `row_mask` keeps, if given):
+    a by-product of the step's forward pass. One count for (B, classes), one per member for a stack's (K, B,
+    classes)."""
+    hits = logits.detach().argmax(dim=-1) == y
+    return (hits if row_mask is None else hits & (row_mask > 0)).sum(dim=-1)

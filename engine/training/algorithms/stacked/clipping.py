@@ -11,7 +11,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from engine.training.clipping import BookKeepingClipper, UnsupportedModelError, clip_factors, constant_tensor
+from engine.training.clipping import (
+    BookKeepingClipper,
+    UnsupportedModelError,
+    clip_factors,
+    constant_tensor,
+    count_correct,
+)
 from engine.training.clipping.rules import rule_for
 
 
@@ -133,8 +139,7 @@ class StackedClipper:
                 y.expand(self.members, -1).unsqueeze(2),
                 d_logits.new_full((1, 1, 1), -1.0).expand(self.members, len(y), 1),
             )
-            hits = logits.argmax(dim=2) == y
-            correct = (hits if row_mask is None else hits & (row_mask > 0)).sum(dim=1)
+            correct = count_correct(logits, y, row_mask)
         deltas = list(torch.autograd.grad(logits, probes, d_logits)) if probes else []
         if self._last_is_output:
             deltas.append(d_logits)

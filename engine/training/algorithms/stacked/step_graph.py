@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from engine.training.algorithms.stacked.clipping import StackedClippedSum, StackedClipper
-from engine.training.algorithms.step_graph import capture_graph, load_lot, lot_capacity
+from engine.training.algorithms.step_graph import PaddedLot, Replayed, lot_capacity
 
 
 class StackStepGraph:
@@ -20,29 +20,19 @@ class StackStepGraph:
         self, clipper: StackedClipper, x: Tensor, y: Tensor, *, capacity: int, per_member: bool, inv_lot: float
     ):
         self.clipper = clipper
-        self.capacity = capacity
         self.per_member = per_member
-        self.axis = 1 if per_member else 0  # the rows' axis of the inputs: (K, N, d) or (N, d)
         self.inv_lot = inv_lot
-        shape = list(x.shape)
-        shape[self.axis] = capacity
-        self.x = torch.zeros(shape, dtype=x.dtype, device=x.device)
-        self.y = torch.zeros(capacity, dtype=y.dtype, device=y.device)
-        self.mask = torch.zeros(capacity, dtype=x.dtype, device=x.device)
-        self.positions = torch.arange(capacity, device=x.device)
+        # the rows' axis of the inputs: (K, N, d) when each member has its own, else (N, d)
+        self.rows = PaddedLot(x, y, capacity=capacity, mask_dtype=x.dtype, axis=1 if per_member else 0)
         self.noise = {name: torch.zeros_like(clipper.params[name]) for name in clipper.names}
-        self.capture = x.device.type == "cuda"
-        self.clip_norms: tuple[float, ...] | None = None
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.outputs: StackedClippedSum | None = None
-        self.captures = 0
+        self.replayed = Replayed(self.body, x.device)
 
     def fits(self, lot_size: int) -> bool:
-        return lot_size <= self.capacity
+        return self.rows.fits(lot_size)
 
-    def body(self) -> StackedClippedSum:
+    def body(self, clip_norms: tuple[float, ...]) -> StackedClippedSum:
         clipped = self.clipper.clipped_sum(
-            self.x, self.y, self.clip_norms, per_member=self.per_member, row_mask=self.mask
+            self.rows.x, self.rows.y, clip_norms, per_member=self.per_member, row_mask=self.rows.mask
         )
         for name, g in clipped.grads.items():
             g.add_(self.noise[name]).mul_(self.inv_lot)
@@ -53,25 +43,11 @@ class StackStepGraph:
     ) -> StackedClippedSum:
         """The members' updates (noisy clipped sums times 1/L) in `grads`, and the lot's diagnostics (its n rows),
         for a lot that `fits`; `noise[row]` is that member's noise, tensors in `clipper.names` order."""
-        n = int(lot.numel())
-        load_lot(self.x, x, lot, self.axis)
-        load_lot(self.y, y, lot, 0)
-        torch.lt(self.positions, n, out=self.mask)
+        n = self.rows.load(x, y, lot)
         for row, member_noise in enumerate(noise):
             for name, drawn in zip(self.clipper.names, member_noise, strict=True):
                 self.noise[name][row].copy_(drawn)
-        clip_norms = tuple(float(c) for c in clip_norms)
-        if clip_norms != self.clip_norms or self.outputs is None:
-            self.clip_norms = clip_norms
-            self.graph, self.outputs = None, None
-            if self.capture:
-                self.graph, self.outputs = capture_graph(self.body, self.x.device)
-                self.captures += 1
-        if self.capture:
-            self.graph.replay()
-            out = self.outputs
-        else:
-            out = self.body()
+        out = self.replayed(tuple(float(c) for c in clip_norms))
         return StackedClippedSum(
             grads=out.grads,
             norms=out.norms[:, :n],

@@ -58,7 +58,7 @@ def test_the_padded_masked_stages_equal_the_eager_stages(name, options, n_featur
     clip_norm, inv_lot, capacity = 0.8, 1.0 / 20, 40
     thresholds = per_layer_thresholds(clip_norm, len(clipper.layers)) if per_layer else clip_norm
     graph = StepGraph(clipper, x, y, capacity=capacity, inv_lot=inv_lot)
-    assert not graph.capture  # the CPU runs the body eagerly
+    assert not graph.replayed.capture  # the CPU runs the body eagerly
     for seed, lot in enumerate([torch.arange(0, 48, 2), torch.tensor([3, 40, 41, 7]), torch.arange(8, 48)]):
         noise = drawn_noise(clipper.params, 1.3, seed)
         got = graph.run(x, y, lot, thresholds, [n.clone() for n in noise])
@@ -85,7 +85,7 @@ def test_padding_rows_add_exactly_nothing_and_never_keep_an_earlier_lot():
     used.run(x, y, torch.arange(40), 1.0, noise)
     small = torch.tensor([5, 9, 30])
     after = used.run(x, y, small, 1.0, noise)
-    assert torch.equal(used.x[3:], torch.zeros_like(used.x[3:])) and used.mask.sum().item() == 3
+    assert torch.equal(used.rows.x[3:], torch.zeros_like(used.rows.x[3:])) and used.rows.mask.sum().item() == 3
     fresh = StepGraph(clipper, x, y, capacity=40, inv_lot=0.1).run(x, y, small, 1.0, noise)
     assert all(torch.equal(a, b) for a, b in zip(after.grads, fresh.grads, strict=True))
     empty = used.run(x, y, torch.tensor([], dtype=torch.long), 1.0, noise)
@@ -159,7 +159,7 @@ def test_a_graph_is_made_only_on_a_gpu_for_the_book_keeping_clipper():
     if torch.cuda.is_available():
         cuda = model.cuda()
         made = step_graph_for(BookKeepingClipper(cuda), x.cuda(), y.cuda(), **common)
-        assert made is not None and made.capacity == lot_capacity(48, 0.25)
+        assert made is not None and made.rows.capacity == lot_capacity(48, 0.25)
         assert step_graph_for(MaterializedClipper(cuda), x.cuda(), y.cuda(), **common) is None
         small_batches = {**common, "physical_batch_size": 8}
         assert step_graph_for(BookKeepingClipper(cuda), x.cuda(), y.cuda(), **small_batches) is None

@@ -43,11 +43,13 @@ def test_the_padded_masked_stack_stages_equal_the_eager_ones(name, kwargs, per_m
     y = torch.randint(0, 3, (48,))
     clip_norms, inv_lot, capacity = [0.1, 1.0, 50.0], 1.0 / 20, 40
     graph = StackStepGraph(clipper, x, y, capacity=capacity, per_member=per_member, inv_lot=inv_lot)
-    assert not graph.capture
+    assert not graph.replayed.capture
     for lot in (torch.arange(0, 48, 2), torch.tensor([3, 40, 41]), torch.arange(8, 48)):
         noise = [[torch.randn_like(clipper.params[n][0]) for n in clipper.names] for _ in range(3)]
         got = graph.run(x, y, lot, clip_norms, noise)
-        assert graph.x.narrow(graph.axis, len(lot), capacity - len(lot)).abs().sum().item() == 0.0  # padding: zeros
+        assert (
+            graph.rows.x.narrow(graph.rows.axis, len(lot), capacity - len(lot)).abs().sum().item() == 0.0
+        )  # padding: zeros
         rows = x[:, lot] if per_member else x[lot]
         eager = clipped_sum_in_chunks(clipper, rows, y[lot], clip_norms, None, per_member=per_member)
         for i, n in enumerate(clipper.names):
@@ -68,7 +70,7 @@ def test_no_graph_off_a_gpu_or_when_the_lot_is_split():
         cuda = stack("logreg", 2, n_features=12, n_classes=3)
         cuda.params = {n: p.cuda() for n, p in cuda.params.items()}
         made = stack_graph_for(cuda, x.cuda(), y.cuda(), **common)
-        assert made is not None and made.capacity == lot_capacity(48, 0.25)
+        assert made is not None and made.rows.capacity == lot_capacity(48, 0.25)
         assert stack_graph_for(cuda, x.cuda(), y.cuda(), **{**common, "physical_batch_size": 8}) is None
 
 
@@ -106,7 +108,7 @@ def test_a_stack_trained_through_the_graph_body_keeps_its_lots_noise_and_epsilon
     assert len(made) == 2 and len(runs) == steps  # a new graph when the second member left
     assert [g.per_member for g in made] == [pca, pca]
     if pca:
-        assert [g.x.shape[0] for g in made] == [3, 2]  # each graph over the inputs of the members it trains
+        assert [g.rows.x.shape[0] for g in made] == [3, 2]  # each graph over the inputs of the members it trains
     for mine, theirs in zip(graphed, eager, strict=True):
         assert [r.lot_size for r in mine] == [r.lot_size for r in theirs]
         assert [r.epsilon for r in mine] == [r.epsilon for r in theirs]
