@@ -26,7 +26,8 @@ examples; a model that is one linear layer needs no backward pass at all). Then 
   Σᵢ cᵢ δᵢ Uᵢᵀ as a single (C_out × B·P)·(B·P × D) matmul over all positions of all examples.
 
 Layers without parameters (activations, pooling, flatten, GroupNorm/LayerNorm without affine
-parameters) need nothing. A trainable parameter outside a supported layer raises
+parameters) need nothing. A trainable parameter outside a supported layer, or a forward hook on a
+supported one (it may replace the layer's output, which the layer's rule would not see), raises
 `UnsupportedModelError` and `make_clipper` falls back to `MaterializedClipper` (`materialized`), the generic
 path: per-example gradients from `torch.func` (`vmap(grad(...))`) at the cost of B copies of the gradient.
 

@@ -54,6 +54,7 @@ class BookKeepingClipper:
         for name, p in model.named_parameters():
             if p.requires_grad and id(p) not in owner:
                 raise UnsupportedModelError(f"parameter {name} is not in an nn.Linear or nn.Conv2d (groups=1) layer")
+        refuse_forward_hooks(self.layers, self.layer_names)  # here so that `make_clipper` falls back; again per call
         self._index = {id(m): k for k, m in enumerate(self.layers)}
         self._slots = [p for m in self.layers for p in (m.weight, m.bias) if p is not None and p.requires_grad]
         # grads come out in layer order; `params` is in model order: the permutation between them
@@ -63,7 +64,7 @@ class BookKeepingClipper:
         children = list(model.children()) if type(model) is nn.Sequential else []
         self._output_layer_only = len(self.layers) == 1 and bool(children) and children[-1] is self.layers[0]
         # the whole model is one nn.Linear (logistic regression): its logits need no module call (`linear_logits`)
-        self.single_linear = children == self.layers and isinstance(self.layers[0], nn.Linear)
+        self.single_linear = children == self.layers == self.layers[:1] and isinstance(self.layers[0], nn.Linear)
         self._workspace: dict[tuple[int, str], Tensor] = {}
 
     def _buffer(self, layer: int, role: str, like: Tensor) -> Callable[[tuple[int, ...]], Tensor]:
@@ -129,6 +130,7 @@ class BookKeepingClipper:
         The cross-entropy gradient at the logits is written out, softmax − one-hot, and autograd
         runs from the logits to the other layers' outputs only: a model that is one linear layer
         (logistic regression) needs no autograd graph at all."""
+        refuse_forward_hooks(self.layers, self.layer_names)
         if self.single_linear and x.dim() == 2:
             logits = linear_logits(self.layers[0], x)
             captured = [(x.detach(), logits)]
@@ -189,6 +191,18 @@ class BookKeepingClipper:
         """Memory over speed, unless `keep_workspace`: nothing but the result outlives a call."""
         if not self.keep_workspace:
             self._workspace.clear()
+
+
+def refuse_forward_hooks(layers: list[nn.Module], names: list[str]) -> None:
+    """A forward hook may replace a layer's output, which its rule (output = the stock layer's) would not see: the
+    norms, and so the clipping, would be of another gradient. The clipper registers its own hooks only while it
+    runs the model."""
+    hooked = [name for name, layer in zip(names, layers, strict=True) if layer._forward_hooks]
+    if hooked:
+        raise UnsupportedModelError(
+            f"layer(s) {', '.join(map(repr, hooked))} have forward hooks, which may change what a layer outputs and so "
+            "its per-example gradients; remove them before clipping"
+        )
 
 
 def linear_logits(layer: nn.Linear, x: Tensor) -> Tensor:
