@@ -19,6 +19,7 @@ from engine.training.clipping.sums import (
     check_clip_norm,
     combine_layer_norms,
     count_correct,
+    refuse_forward_hooks,
     reject_batchnorm,
     zero_sum,
 )
@@ -191,18 +192,6 @@ class BookKeepingClipper:
         """Memory over speed, unless `keep_workspace`: nothing but the result outlives a call."""
         if not self.keep_workspace:
             self._workspace.clear()
-
-
-def refuse_forward_hooks(layers: list[nn.Module], names: list[str]) -> None:
-    """A forward hook may replace a layer's output, which its rule (output = the stock layer's) would not see: the
-    norms, and so the clipping, would be of another gradient. The clipper registers its own hooks only while it
-    runs the model."""
-    hooked = [name for name, layer in zip(names, layers, strict=True) if layer._forward_hooks]
-    if hooked:
-        raise UnsupportedModelError(
-            f"layer(s) {', '.join(map(repr, hooked))} have forward hooks, which may change what a layer outputs and so "
-            "its per-example gradients; remove them before clipping"
-        )
 
 
 def linear_logits(layer: nn.Linear, x: Tensor) -> Tensor:

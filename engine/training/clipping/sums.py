@@ -116,6 +116,18 @@ def reject_batchnorm(model: nn.Module) -> None:
             )
 
 
+def refuse_forward_hooks(layers: list[nn.Module], names: list[str]) -> None:
+    """A forward hook may replace a layer's output, which its rule (output = the stock layer's) would not see: the
+    norms, and so the clipping, would be of another gradient. The clipper registers its own hooks only while it
+    runs the model."""
+    hooked = [name for name, layer in zip(names, layers, strict=True) if layer._forward_hooks]
+    if hooked:
+        raise UnsupportedModelError(
+            f"layer(s) {', '.join(map(repr, hooked))} have forward hooks, which may change what a layer outputs and so "
+            "its per-example gradients; remove them before clipping"
+        )
+
+
 def combine_layer_norms(
     layer_sq_norms: list[Tensor], clip_norm: float | tuple[float, ...]
 ) -> tuple[Tensor, list[Tensor], Tensor]:

@@ -19,6 +19,7 @@ from engine.training.clipping import (
     count_correct,
 )
 from engine.training.clipping.rules import rule_for
+from engine.training.clipping.sums import refuse_forward_hooks
 
 
 class StackError(ValueError):
@@ -44,6 +45,7 @@ class StackedClipper:
         except UnsupportedModelError as exc:
             raise StackError(f"this model cannot be stacked: {exc}") from None
         self.layers = layout.layers
+        self.layer_names = layout.layer_names
         params, buffers = stack_module_state(list(models))
         self.params = {name: p.detach() for name, p in params.items()}
         self.buffers = buffers
@@ -106,6 +108,7 @@ class StackedClipper:
         output, so ∂Σℓ/∂probe = δ. As in `BookKeepingClipper`, the cross-entropy gradient at the logits is
         written out (softmax − one-hot) and autograd runs from the logits to the probes only; the output
         layer needs no probe, and a model that is one linear layer needs no autograd at all."""
+        refuse_forward_hooks(self.layers, self.layer_names)
         shapes = self._layer_output_shapes(x, per_member)
         probed = len(self.layers) - 1 if self._last_is_output else len(self.layers)
         probes = [x.new_zeros((self.members, len(y), *shapes[k])).requires_grad_() for k in range(probed)]

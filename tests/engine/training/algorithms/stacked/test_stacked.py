@@ -32,7 +32,7 @@ from engine.training.algorithms.optimizers import OptimizerName, make_optimizer
 from engine.training.algorithms.stacked import StackedClipper, StackedOptimizer, joint_ledger
 from engine.training.algorithms.stacked import training as stacked_module
 from engine.training.algorithms.stacked.training import StackInputs
-from engine.training.clipping import BookKeepingClipper
+from engine.training.clipping import BookKeepingClipper, UnsupportedModelError
 from engine.training.features.models import build_model
 from engine.training.noise import random_streams
 from engine.training.trainer import features
@@ -97,6 +97,18 @@ def test_stacked_clipped_sums_equal_one_clipper_per_member(name, kwargs):
         assert int(stacked.correct[k]) == int(one.correct)
         # the factor bound holds exactly: no clipped per-example norm above its member's C
         assert float((stacked.norms[k] * torch.clamp(c / stacked.norms[k], max=1.0)).max()) <= c * (1 + 1e-6)
+
+
+def test_a_forward_hook_on_a_stacked_layer_is_refused_by_name():
+    """The stack runs its base model's layers: a hook there may replace an output the rules assume (`sums`)."""
+    members = models("mlp", 2, n_features=6, n_classes=3, hidden=(4,))
+    x, y = torch.randn(5, 6, device=DEVICE), torch.randint(0, 3, (5,), device=DEVICE)
+    clipper = StackedClipper(members)
+    members[0][2].register_forward_hook(lambda module, inputs, output: 3.0 * output)
+    with pytest.raises(UnsupportedModelError, match=r"layer\(s\) '2' have forward hooks"):
+        clipper.clipped_sum(x, y, [1.0, 1.0])
+    with pytest.raises(StackError, match="forward hooks"):
+        StackedClipper(members)
 
 
 @pytest.mark.parametrize("optimizer", list(OptimizerName))
