@@ -72,7 +72,7 @@ class Settings:
     check_rows: int = 64  # rows of the random batch for the noise-0 agreement check
 
 
-FULL = Settings(Timing(block_s=0.5, pairs=7, budget_s=120.0), batch_sizes=(256, 1024))
+FULL = Settings(Timing(block_s=0.5, pairs=11, budget_s=150.0), batch_sizes=(256, 1024))
 QUICK = Settings(Timing(block_s=0.3, pairs=11, budget_s=70.0), batch_sizes=(256,))
 
 

@@ -55,7 +55,7 @@ LR = 0.05
 SEED = 0
 
 
-FULL = Timing(block_s=0.5, pairs=9)
+FULL = Timing(block_s=0.5, pairs=15, budget_s=120.0)
 QUICK = Timing(block_s=0.3, pairs=11, budget_s=40.0)
 BATCH_SIZES = {"full": (256, 1024), "quick": (256,)}
 
