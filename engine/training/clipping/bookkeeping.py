@@ -65,7 +65,7 @@ class BookKeepingClipper:
         children = list(model.children()) if type(model) is nn.Sequential else []
         self._output_layer_only = len(self.layers) == 1 and bool(children) and children[-1] is self.layers[0]
         # the whole model is one nn.Linear (logistic regression): its logits need no module call (`linear_logits`)
-        self.single_linear = children == self.layers == self.layers[:1] and isinstance(self.layers[0], nn.Linear)
+        self.single_linear = len(self.layers) == 1 and children == self.layers and isinstance(self.layers[0], nn.Linear)
         self._workspace: dict[tuple[int, str], Tensor] = {}
 
     def _buffer(self, layer: int, role: str, like: Tensor) -> Callable[[tuple[int, ...]], Tensor]:
