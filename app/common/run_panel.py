@@ -12,6 +12,7 @@ from app import services
 from app.common import charts, report, run_actions, train_baseline
 from app.common.audit_note import audit_of, audit_text
 from app.common.labels import ALGORITHM_NAMES, dataset_label
+from app.common.restart_note import restart_text
 from app.common.results import remaining_seconds
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
@@ -120,6 +121,8 @@ def _run_body(run: RunRecord) -> None:
         st.info(audit_text(audit, _number_or_none((run.result or {}).get("epsilon"))), icon=":material/fact_check:")
     if isinstance(stack := (run.result or {}).get("stack"), dict) and stack:
         st.info(stack_text(stack, run.engine_version), icon=":material/stacks:")
+    if note := restart_text(run):
+        st.info(note, icon=":material/restart_alt:")
     stopped = run.status in (RunStatus.CANCELLED, RunStatus.FAILED)  # the x axis ends where it stopped
     _charts(run, frame, max(run.progress_step, 1) if stopped else total)
     _privacy_details(run)

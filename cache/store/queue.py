@@ -40,12 +40,23 @@ def claim(db: sqlite3.Connection, ids: Sequence[str], *, worker: str, now: float
 
 
 def requeue_in(db: sqlite3.Connection, run_id: str, *, worker: str | None, reason: str) -> bool:
-    """`Store.requeue` inside the caller's transaction."""
+    """`Store.requeue` inside the caller's transaction. The attempt that ends is added to the run's earlier
+    attempts: its last stored step, and whether it stored anything (what it stored was shown, so released)."""
     guard, args = ("", []) if worker is None else (" AND worker = ?", [worker])
+    row = db.execute(
+        "SELECT progress_step, earlier_attempts_json FROM runs WHERE id = ? AND status = ?" + guard,
+        (run_id, RunStatus.RUNNING.value, *args),
+    ).fetchone()
+    if row is None:
+        return False
+    released = db.execute("SELECT 1 FROM metrics WHERE run_id = ? LIMIT 1", (run_id,)).fetchone() is not None
+    attempt = {"steps": row["progress_step"], "released": released, "reason": reason}
+    earlier = json.dumps([*json.loads(row["earlier_attempts_json"] or "[]"), attempt])
     changed = db.execute(
         "UPDATE runs SET status = ?, worker = NULL, started_at = NULL, heartbeat_at = NULL, progress_step = 0,"
-        " plan_json = NULL, total_steps = NULL, cancel_requested = 0 WHERE id = ? AND status = ?" + guard,
-        (RunStatus.QUEUED.value, run_id, RunStatus.RUNNING.value, *args),
+        " plan_json = NULL, total_steps = NULL, cancel_requested = 0, earlier_attempts_json = ?"
+        " WHERE id = ? AND status = ?" + guard,
+        (RunStatus.QUEUED.value, earlier, run_id, RunStatus.RUNNING.value, *args),
     ).rowcount
     if changed:
         delete_metrics(db, [run_id])
@@ -56,7 +67,7 @@ def requeue_in(db: sqlite3.Connection, run_id: str, *, worker: str | None, reaso
 
 def lose(db: sqlite3.Connection, row: sqlite3.Row, reason: str) -> LostRun:
     """A running run whose worker is gone: back in the queue once if its spec asked for it, else
-    failed with `reason` (which starts with "worker lost"). Its metrics so far are kept when it fails."""
+    failed with `reason` (which starts with "worker lost"). Its metrics up to its last step are kept when it fails."""
     if row["requeues_left"] > 0:
         db.execute("UPDATE runs SET requeues_left = requeues_left - 1 WHERE id = ?", (row["id"],))
         requeue_in(db, row["id"], worker=None, reason=f"{reason}; requeued")
@@ -64,7 +75,8 @@ def lose(db: sqlite3.Connection, row: sqlite3.Row, reason: str) -> LostRun:
     db.execute(
         "UPDATE runs SET status = ?, finished_at = ?, error = ? WHERE id = ? AND status = ?",
         (RunStatus.FAILED.value, time.time(), reason, row["id"], RunStatus.RUNNING.value),
-    )
+    )  # the rows past its last step are curves the worker computed ahead (ε planned, not spent): dropped
+    db.execute("DELETE FROM metrics WHERE run_id = ? AND step > ?", (row["id"], row["progress_step"]))
     append_event(db, row["id"], RunStatus.FAILED, worker=row["worker"], detail=reason)
     return LostRun(run_id=row["id"], requeued=False)
 
@@ -162,7 +174,8 @@ class QueueMixin(RunsMixin):
             return cancel_flag(db, run_id)
 
     def requeue(self, run_id: str, *, worker: str | None = None, reason: str = "worker stopping") -> bool:
-        """Put a running run back in the queue, dropping its partial metrics (it restarts from scratch)."""
+        """Put a running run back in the queue, dropping its partial metrics (it restarts from scratch) and
+        keeping what it released as an earlier attempt (`RunRecord.earlier_attempts`)."""
         with self.transaction(immediate=True) as db:
             return requeue_in(db, run_id, worker=worker, reason=reason)
 

@@ -55,6 +55,9 @@ class RunRecord:
     requeues_left: int = 0
     imported: bool = False
     stack_id: str | None = None  # runs sharing it were submitted to train together as one stack
+    # each earlier attempt of a restarted run, oldest first: {"steps": its last stored step, "released": whether it
+    # stored anything (then its releases are charged to the next attempt), "reason": why it went back to the queue}
+    earlier_attempts: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> "RunRecord":
@@ -79,6 +82,7 @@ class RunRecord:
             requeues_left=row["requeues_left"],
             imported=bool(row["imported"]),
             stack_id=row["stack_id"],
+            earlier_attempts=tuple(json.loads(row["earlier_attempts_json"] or "[]")),
         )
 
     def summary(self) -> dict[str, Any]:
@@ -93,6 +97,7 @@ class RunRecord:
             "progress_step": self.progress_step,
             "total_steps": self.total_steps,
             "attempts": self.attempts,
+            "earlier_attempts": list(self.earlier_attempts),
             "stack_id": self.stack_id,
             "engine_version": self.engine_version,
             "imported": self.imported,

@@ -90,5 +90,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE run_names (run_id TEXT PRIMARY KEY, name TEXT NOT NULL);
     """,
+    # 6: what each earlier attempt of a restarted run released before it went back to the queue (its metrics are
+    # dropped, its releases are charged to the next attempt's ledger)
+    """
+    ALTER TABLE runs ADD COLUMN earlier_attempts_json TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)

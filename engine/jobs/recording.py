@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cache import RunRecord, RunStatus, Store
@@ -15,6 +15,7 @@ from engine.jobs.run_training import MetricRows
 from engine.privacy import NotApplicableError, accountant
 from engine.privacy.accountants import pld
 from engine.training import TrainingPlan, parse_spec, plan_spec
+from engine.training.noise import REPRODUCIBLE, noise_mode
 
 log = logging.getLogger("dplab.worker")
 # Vectorized over the grid; RDP streams with the steps
@@ -143,9 +144,16 @@ class RunRecorder:
         return plan
 
     def record_plan(self) -> TrainingPlan:
-        """Plan the run and record the plan; `start` without the background accountants."""
+        """Plan the run and record the plan; `start` without the background accountants. A run that restarted
+        charges what its earlier attempts released (`engine.privacy.restarts`): its lab-mode noise replays them,
+        its release-mode noise is fresh."""
         planned = (self.run.plan or {}).get("noise_multiplier")  # σ planned at submission: checked, not trusted
-        plan = plan_spec(parse_spec(self.run.spec), sigma_hint=planned)
+        spec = parse_spec(self.run.spec)
+        plan = replace(
+            plan_spec(spec, sigma_hint=planned),
+            earlier_attempts=tuple(int(a["steps"]) for a in self.run.earlier_attempts if a.get("released")),
+            earlier_noise_replayed=noise_mode(spec) == REPRODUCIBLE,
+        )
         self.store.set_plan(self.run.id, plan=plan.summary(), total_steps=plan.steps)
         return plan
 
@@ -172,9 +180,13 @@ class RunRecorder:
         """A run whose training was killed on a cancel request: CANCELLED with the metrics it streamed,
         no accountant curve past the last step it reported."""
         self._close()
+        self._trim_curves()
+        self.store.finish(self.run.id, status=RunStatus.CANCELLED, worker=self.worker)
+
+    def _trim_curves(self) -> None:
+        """No accountant curve past the last step the run reported (the background computes them ahead)."""
         names = [metric_name(n) for n in (*CHEAP_ACCOUNTANTS, "pld")]
         self.store.trim_metrics(self.run.id, names=names, after_step=self.store.get_run(self.run.id).progress_step)
-        self.store.finish(self.run.id, status=RunStatus.CANCELLED, worker=self.worker)
 
     def lost(self, reason: str) -> None:
         """The process training the run died: failed with `reason` ("worker lost: ..."), or requeued once."""
@@ -182,7 +194,9 @@ class RunRecorder:
         self.store.lose_run(self.run.id, worker=self.worker, reason=reason)
 
     def failed(self, error: str) -> None:
+        """FAILED with `error`, the metrics it streamed and no accountant curve past its last step."""
         self._close()
+        self._trim_curves()
         self.store.finish(self.run.id, status=RunStatus.FAILED, error=error, worker=self.worker)
 
     def requeue(self, reason: str) -> None:

@@ -6,10 +6,12 @@ page, a table or `python -m engine runs`.
 - spec: `dataset`, `model` and `algorithm` are strings; every other key this engine knows has its
   type (numbers finite, integers whole, `hidden` a list of integers, schedules and `schema` objects);
   keys this engine does not know (a newer engine's) are kept and shown as they are;
-- plan: numbers, but `algorithm` (a string) and `noise_phases` (a list of [σ factor, steps]);
-- result (finished runs; cancelled and failed runs have one or none): every field of `TrainResult`,
-  with its declared type (`epsilon` and the `epsilons` may be +∞: no finite bound), `test_accuracy` in
-  [0, 1]; `stack`, when present, holds the numbers the run panel shows: the joint ε as `joint_epsilon` (+∞
+- plan: numbers, but `algorithm` (a string), `noise_phases` (a list of [σ factor, steps]) and, for a run that
+  restarted, `earlier_attempts` (the steps each earlier attempt released) and `earlier_noise`;
+- result (finished runs; cancelled and failed runs have one or none): every field of `TrainResult`
+  but the private `seconds` (a default export leaves it out: `engine.jobs.disclosure`), each with its
+  declared type (`epsilon` and the `epsilons` may be +∞: no finite bound), `test_accuracy` in [0, 1];
+  `stack`, when present, holds the numbers the run panel shows: the joint ε as `joint_epsilon` (+∞
   allowed: no bound) with its `joint_accountant`, or, in a record of an engine before 0.4.0, `joint_epsilon_rdp`.
 """
 
@@ -21,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cache import RunStatus
+from engine.jobs.disclosure import is_private_field
 from engine.privacy.auditing import AUDIT_FIELDS
 from engine.privacy.limits import brief
 from engine.training import TrainResult
@@ -41,6 +44,7 @@ SPEC_STRINGS = (
 REQUIRED_SPEC_STRINGS = ("dataset", "model", "algorithm")
 STACK_NUMBERS = ("members", "lead_seed", "joint_delta")
 JOINT_EPSILONS = ("joint_epsilon", "joint_epsilon_rdp")  # this engine's (+∞ allowed), or an engine < 0.4.0's
+EARLIER_NOISE = ("fresh", "replayed")  # how a restarted run's earlier attempts drew their noise
 
 
 class RunShapeError(ValueError):
@@ -88,7 +92,10 @@ def _annotation_check(annotation: Any) -> Check:
 RESULT_HINTS = typing.get_type_hints(TrainResult)
 RESULT_FIELDS = dataclasses.fields(TrainResult)
 RESULT_CHECKS: dict[str, Check] = {f.name: _annotation_check(RESULT_HINTS[f.name]) for f in RESULT_FIELDS}
-RESULT_REQUIRED = tuple(f.name for f in RESULT_FIELDS if f.default is dataclasses.MISSING)
+# Every field without a default, but those a default export leaves out (`seconds`: private, it follows the lot sizes)
+RESULT_REQUIRED = tuple(
+    f.name for f in RESULT_FIELDS if f.default is dataclasses.MISSING and not is_private_field(f.name)
+)
 
 
 def _describe(annotation: Any) -> str:
@@ -120,6 +127,10 @@ def check_plan(plan: Mapping[str, Any]) -> None:
             ok, expected = value in CALIBRATION_ACCOUNTANTS, f"one of {', '.join(CALIBRATION_ACCOUNTANTS)}"
         elif key == "noise_phases":
             ok = isinstance(value, list) and all(isinstance(p, list) and all(_finite(x) for x in p) for p in value)
+        elif key == "earlier_attempts":
+            ok, expected = isinstance(value, list) and all(_whole(s) and s >= 0 for s in value), "a list of steps"
+        elif key == "earlier_noise":
+            ok, expected = value in EARLIER_NOISE, f"one of {', '.join(EARLIER_NOISE)}"
         else:
             ok = _finite(value)
         if not ok:
@@ -140,6 +151,20 @@ def check_result(result: Mapping[str, Any]) -> None:
         check_stack(stack)
     if (audit := result.get("audit")) is not None:
         check_audit(audit)
+    if (restart := result.get("restart")) is not None:
+        check_restart(restart)
+
+
+def check_restart(restart: Mapping[str, Any]) -> None:
+    """A restarted run's earlier attempts (`TrainingPlan.restart`), as the run panel shows them."""
+    try:
+        check_plan({k: restart.get(k) for k in ("earlier_attempts", "earlier_noise")})
+    except RunShapeError as exc:
+        raise RunShapeError(f"result.restart.{exc.field.removeprefix('plan.')}", str(exc).split(": ", 1)[1]) from None
+    if not (_number(alone := restart.get("epsilon_this_attempt")) and alone >= 0):
+        raise RunShapeError("result.restart.epsilon_this_attempt", f"must be a number; got {brief(alone)}")
+    if not isinstance(sentence := restart.get("sentence"), str):
+        raise RunShapeError("result.restart.sentence", f"must be a string; got {brief(sentence)}")
 
 
 def check_audit(audit: Any) -> None:

@@ -1,9 +1,13 @@
 """The privacy ledger of a run: what it released, in order, as values.
 
-`upfront` releases happen before the first step (DP-PCA, the noisy count of seed 000); `phases`
-are runs of identical steps (a schedule that changes σ, C or q is several phases). Accountants read
-the ledger to give ε after any number of steps; `dp_event()` is the same ledger as one
-`dp_accounting` event.
+`upfront` releases happen before the first step (DP-PCA, the noisy count of Near & Abuah's noisy gradient
+descent); `phases` are runs of identical steps (a schedule that changes σ, C or q is several phases). Accountants
+read the ledger to give ε after any number of steps; `dp_event()` is the same ledger as one `dp_accounting` event.
+
+`replayed_steps` is for a run that restarted in lab mode: an earlier attempt already released its first
+`replayed_steps` steps, and this attempt replays them with the same noise, so after t steps the run has released
+max(t, `replayed_steps`) steps (`counts_at`). A restart with fresh noise is charged as up-front releases instead
+(`engine.privacy.restarts`).
 """
 
 from collections.abc import Iterable, Sequence
@@ -34,6 +38,11 @@ class PrivacyLedger:
     upfront: tuple[Release, ...] = ()
     neighboring: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE
     notes: tuple[str, ...] = field(default=())
+    replayed_steps: int = 0  # steps an earlier attempt released with the noise this one replays
+
+    def __post_init__(self) -> None:
+        if int(self.replayed_steps) != self.replayed_steps or not 0 <= self.replayed_steps <= self.steps:
+            raise PrivacyError(f"replayed_steps must be an integer in [0, {self.steps}], got {self.replayed_steps}")
 
     @property
     def steps(self) -> int:
@@ -48,10 +57,12 @@ class PrivacyLedger:
         return np.arange(1, self.steps + 1) if steps is None else np.asarray(steps, dtype=np.int64)
 
     def counts_at(self, steps: Sequence[int] | np.ndarray) -> np.ndarray:
-        """(len(steps) × len(releases)) occurrences of each release after each step count."""
+        """(len(steps) × len(releases)) occurrences of each release after each step count (a count below
+        `replayed_steps` charges `replayed_steps`: those steps were released already)."""
         t = np.asarray(steps, dtype=np.int64)
         if t.ndim != 1 or (len(t) and (t.min() < 0 or t.max() > self.steps)):
             raise PrivacyError(f"steps must lie in [0, {self.steps}]")
+        t = np.maximum(t, self.replayed_steps)
         columns = [np.full(len(t), r.count, dtype=np.int64) for r in self.upfront]
         start = 0
         for phase in self.phases:
@@ -60,7 +71,8 @@ class PrivacyLedger:
         return np.stack(columns, axis=1) if columns else np.zeros((len(t), 0), dtype=np.int64)
 
     def truncated(self, steps: int) -> "PrivacyLedger":
-        """The ledger of the first `steps` steps (with every up-front release)."""
+        """The ledger of the first `steps` steps (with every up-front release); a lab-mode restart's replayed
+        steps are charged as steps of the result (its `replayed_steps` is 0)."""
         counts = self.counts_at([steps])[0][len(self.upfront) :]
         phases = tuple(
             Release(event=p.event, count=int(c), label=p.label) for p, c in zip(self.phases, counts, strict=True) if c

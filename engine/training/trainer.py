@@ -87,6 +87,7 @@ class TrainResult:
     device: str
     stack: dict | None = None  # trained in a vectorized stack (`algorithms.stacked`): size, lead seed, joint ε
     audit: dict | None = None  # an audited run's canaries (`canaries.audited`): ε̂, its ceiling, the counts
+    restart: dict | None = None  # a restarted run's earlier attempts and own ε (`TrainingPlan.restart`)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -194,7 +195,7 @@ def train(
     ).to(device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(OptimizerName(spec.optimizer), params, lr=spec.lr, momentum=spec.momentum)
-    canaries = make_canaries(spec, params, n_features=x_train.shape[1], n_classes=data.n_classes, device=device)
+    canaries = make_canaries(spec, model, x_train=x_train, public=(x_test, y_test), n_classes=data.n_classes)
     if isinstance(canaries, InputCanaries):  # those that are in are examples like any other
         x_train, y_train = canaries.training_set(x_train, y_train)
     gradient_canaries = canaries if isinstance(canaries, GradientCanaries) else None
@@ -367,8 +368,9 @@ def result_of(
             order_at_edge=False,
             privacy_statement=statement,
         )
+    panel_of = panel_of or (lambda ledger, delta: panel(ledger, delta=delta))
     ledger = plan.ledger(steps_done)
-    accounts = panel_of(ledger, plan.delta) if panel_of is not None else panel(ledger, delta=plan.delta)
+    accounts = panel_of(ledger, plan.delta)
     lots = not plan.full_batch and plan.learner_step is None  # the learners draw no lots
     statement = privacy_statement(
         ledger=ledger,
@@ -377,6 +379,7 @@ def result_of(
         lot_size=plan.lot_size if lots else None,
         noise=noise_mode(spec),
     )
+    restart = plan.restart(steps_done, epsilon=statement.epsilon, panel_of=panel_of)
     return TrainResult(
         **common,
         epsilon=statement.epsilon,
@@ -386,7 +389,8 @@ def result_of(
         epsilons=accounts.final(),
         best_order=accounts.curves["rdp"].final_order,
         order_at_edge=accounts.curves["rdp"].order_at_edge,
-        privacy_statement=statement.text(),
+        privacy_statement=statement.text() + (f"\n{restart['sentence']}" if restart else ""),
+        restart=restart,
     )
 
 

@@ -13,12 +13,14 @@ releases:
 DP-PCA (seed 003) adds one up-front Gaussian release of the covariance of L2-normalized inputs.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dp_accounting import NeighboringRelation
 
 from engine.privacy import (
+    Panel,
     PrivacyLedger,
     Release,
     calibrate_sigma,
@@ -28,6 +30,7 @@ from engine.privacy import (
     laplace_event,
 )
 from engine.privacy.planning import sampling_rate, steps_for
+from engine.privacy.restarts import charge_earlier_attempts, restart_sentence
 from engine.training.algorithms.learners import budget
 from engine.training.config.keys import Algorithm
 from engine.training.config.schedules import CONSTANT, Schedule
@@ -54,6 +57,8 @@ class TrainingPlan:
     learner_parameters: tuple[tuple[str, float], ...] = ()  # their mechanism's parameters (η, ε_q, ...), public
     neighboring: NeighboringRelation = NeighboringRelation.ADD_OR_REMOVE_ONE
     notes: tuple[str, ...] = field(default=())
+    earlier_attempts: tuple[int, ...] = ()  # steps released by each earlier attempt of a restarted run
+    earlier_noise_replayed: bool = False  # those attempts drew this attempt's noise (lab mode), else fresh noise
 
     @property
     def private(self) -> bool:
@@ -157,9 +162,36 @@ class TrainingPlan:
         """The privacy ledger of the first `steps` steps (all of them by default); None if not private."""
         if not self.private:
             return None
-        phases = tuple(self.step_release((self.noise_multiplier or 1.0) * f, n) for f, n in self.noise_phases)
-        ledger = PrivacyLedger(phases=phases, upfront=self.upfront(), neighboring=self.neighboring, notes=self.notes)
+        ledger = charge_earlier_attempts(
+            self.attempt_ledger(), self.earlier_attempts, replayed=self.earlier_noise_replayed
+        )
         return ledger if steps is None else ledger.truncated(steps)
+
+    def attempt_ledger(self) -> PrivacyLedger | None:
+        """The ledger of this attempt alone, every step (a restarted run's earlier attempts not charged)."""
+        if not self.private:
+            return None
+        phases = tuple(self.step_release((self.noise_multiplier or 1.0) * f, n) for f, n in self.noise_phases)
+        return PrivacyLedger(phases=phases, upfront=self.upfront(), neighboring=self.neighboring, notes=self.notes)
+
+    def restart(
+        self, steps_done: int, *, epsilon: float, panel_of: Callable[[PrivacyLedger, float], Panel]
+    ) -> dict[str, Any] | None:
+        """A restarted run's `restart` result (None for a run that did not restart): the steps its earlier attempts
+        released, how their noise relates to this attempt's, this attempt's own ε after `steps_done` steps (the
+        restart cost the difference from `epsilon`, the run's) and the privacy statement's line on it."""
+        if not self.earlier_attempts:
+            return None
+        alone = panel_of(self.attempt_ledger().truncated(steps_done), self.delta).tightest()[1]
+        replayed = self.earlier_noise_replayed
+        return {
+            "earlier_attempts": list(self.earlier_attempts),
+            "earlier_noise": "replayed" if replayed else "fresh",
+            "epsilon_this_attempt": float(alone),
+            "sentence": restart_sentence(
+                self.earlier_attempts, replayed=replayed, epsilon=epsilon, epsilon_alone=alone
+            ),
+        }
 
     def summary(self) -> dict[str, Any]:
         """The public numbers of the plan, as stored beside the run."""
@@ -180,6 +212,9 @@ class TrainingPlan:
         }
         if len(self.noise_phases) > 1:
             out["noise_phases"] = [list(p) for p in self.noise_phases]
+        if self.earlier_attempts:
+            out["earlier_attempts"] = list(self.earlier_attempts)
+            out["earlier_noise"] = "replayed" if self.earlier_noise_replayed else "fresh"
         return {k: v for k, v in out.items() if v is not None}
 
 

@@ -13,6 +13,8 @@ from engine.jobs.queue import submit
 from engine.training import parse_spec
 from tests.helpers import fast_spec
 
+NAMES_MIGRATION = next(m for m in MIGRATIONS if "CREATE TABLE run_names" in m)
+
 
 def test_a_run_is_named_renamed_and_unnamed_and_nothing_it_computed_changes(store: Store):
     run_id = submit(store, parse_spec(fast_spec())).run_id
@@ -49,7 +51,8 @@ def test_a_store_of_the_previous_schema_gains_the_names_table(tmp_path):
     Store(path)
     with closing(sqlite3.connect(path)) as db:
         db.execute("DROP TABLE run_names")
-        db.execute(f"PRAGMA user_version={len(MIGRATIONS) - 1}")
+        db.execute("ALTER TABLE runs DROP COLUMN earlier_attempts_json")  # the migration after the names table
+        db.execute(f"PRAGMA user_version={MIGRATIONS.index(NAMES_MIGRATION)}")
         db.commit()
     reopened = Store(path)
     run_id = submit(reopened, parse_spec(fast_spec())).run_id

@@ -15,6 +15,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from dp_accounting import dp_event
+from dp_accounting.rdp import RdpAccountant
 
 from cache import RunStatus, Store
 from engine.jobs.options import split_job_options
@@ -114,6 +116,12 @@ def test_a_worker_killed_without_a_pool_is_reaped_after_its_heartbeat_goes_stale
     assert store.integrity_ok()
 
 
+def rdp_of_steps(plan: dict, steps: int) -> float:
+    """dp-accounting's RDP ε of `steps` Poisson DP-SGD steps of a stored plan (no up-front release)."""
+    step = dp_event.PoissonSampledDpEvent(plan["sampling_rate"], dp_event.GaussianDpEvent(plan["noise_multiplier"]))
+    return RdpAccountant().compose(dp_event.SelfComposedDpEvent(step, steps)).get_epsilon(plan["delta"])
+
+
 @pytest.mark.slow
 def test_a_run_that_asks_for_it_is_requeued_once_after_its_worker_dies(home, store, tmp_path):
     # Long enough (~11,000 steps) that the kill lands mid-run however fast the machine: the progress row is
@@ -131,6 +139,40 @@ def test_a_run_that_asks_for_it_is_requeued_once_after_its_worker_dies(home, sto
     assert statuses == [RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.FINISHED]
     steps = sorted({step for step, name, _ in store.metrics(run_id) if name == "train_loss"})
     assert steps == list(range(1, run.total_steps + 1)), "the rerun's metrics, complete, none left from the first try"
+    # lab mode: the rerun replayed the killed attempt's noise, so the run released its steps once
+    [first] = run.plan["earlier_attempts"]
+    assert 3 <= first < run.total_steps and run.plan["earlier_noise"] == "replayed"
+    assert run.result["epsilons"]["rdp"] == pytest.approx(rdp_of_steps(run.plan, run.total_steps), rel=1e-9)
+
+
+@pytest.mark.slow
+def test_a_release_mode_run_killed_and_requeued_is_charged_both_attempts(home, store, tmp_path):
+    """kill -9 of the worker mid-run; the rerun draws fresh noise, so its ε composes the killed attempt's stored
+    steps with its own, from the first point of the rerun to its last (dp-accounting, rebuilt from the plan)."""
+    run_id = queue(
+        store, epochs=500, on_worker_lost="requeue", noise="release", target_epsilon=None, noise_multiplier=1.0
+    )
+    pool = start(home, "-m", "engine", "worker", "--workers", "1", "--poll", "0.1", log=tmp_path / "pool.log")
+    try:
+        victim = wait_for(lambda: running_with_progress(store, run_id, steps=30), timeout=120, what="the run")
+        os.kill(pid_of(victim.worker), signal.SIGKILL)
+        wait_for(
+            lambda: store.get_run(run_id).attempts == 2 and running_with_progress(store, run_id, steps=10),
+            timeout=180,
+            what="the rerun to train",
+        )
+        store.request_cancel(run_id)
+        run = wait_for(lambda: (r := store.get_run(run_id)).status in TERMINAL and r, timeout=120, what="the cancel")
+    finally:
+        stop_process_group(pool)
+    assert run.status is RunStatus.CANCELLED
+    [first] = run.plan["earlier_attempts"]
+    assert first >= 30 and run.plan["earlier_noise"] == "fresh"
+    steps = run.result["steps"]
+    assert run.result["epsilons"]["rdp"] == pytest.approx(rdp_of_steps(run.plan, first + steps), rel=1e-9)
+    assert run.result["epsilon"] > run.result["restart"]["epsilon_this_attempt"]
+    live = {step: value for step, name, value in store.metrics(run_id) if name == "epsilon"}
+    assert live[0] == pytest.approx(rdp_of_steps(run.plan, first), rel=1e-9)  # the curve goes on from the kill
 
 
 @pytest.mark.slow

@@ -26,21 +26,14 @@ in `joint_ledger` (K Gaussian mechanisms on each shared lot plus every distinct 
 stored as the stack's joint ε (`joint_epsilon`: the tightest of RDP and PLD).
 
 The package: `clipping` (the stacked book-keeping clipped sums), `optimizer` (SGD, momentum and Adam
-per member), `training` (which specs stack, the trainer, the joint ledger).
+per member), `joint` (the joint ledger of releasing several members together), `training` (which specs stack,
+the trainer).
 """
 
 from engine.training.algorithms.stacked.clipping import StackedClippedSum, StackedClipper
+from engine.training.algorithms.stacked.joint import StackMember, joint_epsilon, joint_ledger, members_ledger
 from engine.training.algorithms.stacked.optimizer import StackedOptimizer
-from engine.training.algorithms.stacked.training import (
-    STACK_KEYS,
-    StackError,
-    StackMember,
-    joint_epsilon,
-    joint_ledger,
-    stack_key,
-    stack_note,
-    train_stack,
-)
+from engine.training.algorithms.stacked.training import STACK_KEYS, StackError, stack_key, stack_note, train_stack
 
 __all__ = [
     "STACK_KEYS",
@@ -51,6 +44,7 @@ __all__ = [
     "StackedOptimizer",
     "joint_epsilon",
     "joint_ledger",
+    "members_ledger",
     "stack_key",
     "stack_note",
     "train_stack",

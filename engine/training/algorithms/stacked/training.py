@@ -4,7 +4,6 @@ joint ε of releasing the whole stack."""
 
 import functools
 import json
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -16,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.privacy import PrivacyLedger, Release, dpsgd_step_event, panel, rdp_curve
+from engine.privacy import PrivacyLedger, panel, rdp_curve
 from engine.training.algorithms.dpsgd import average, noise_std, norm_quantiles_by_row
 from engine.training.algorithms.optimizers import DEFAULT_MOMENTUM, OptimizerName
 from engine.training.algorithms.stacked.clipping import (
@@ -25,6 +24,7 @@ from engine.training.algorithms.stacked.clipping import (
     StackError,
     clipped_sum_in_chunks,
 )
+from engine.training.algorithms.stacked.joint import StackMember, joint_epsilon
 from engine.training.algorithms.stacked.optimizer import StackedOptimizer
 from engine.training.algorithms.stacked.step_graph import StackStepGraph, stack_graph_for
 from engine.training.clipping import constant_tensor
@@ -36,7 +36,6 @@ from engine.training.noise import (
     RELEASE,
     Stream,
     noise_mode,
-    noise_stream_key,
     pca_release_identity,
     random_streams,
     sample_poisson_lot,
@@ -68,7 +67,6 @@ STACK_KEYS = (
     "optimizer",
     "noise",
 )
-JOINT_ACCOUNTANTS = ("rdp", "pld")  # the joint ε is the tightest of these for the joint ledger
 
 
 def stack_key(spec: RunSpec) -> str | None:
@@ -82,12 +80,6 @@ def stack_key(spec: RunSpec) -> str | None:
     return json.dumps(shared, sort_keys=True, default=list)
 
 
-@dataclass(frozen=True, kw_only=True)
-class StackMember:
-    spec: RunSpec
-    plan: TrainingPlan
-
-
 def stack_note(members: int, sampling_rate: float, noise: str) -> str:
     lots = "from OS randomness" if noise == RELEASE else "from the lead run's sampling stream"
     return (
@@ -97,45 +89,6 @@ def stack_note(members: int, sampling_rate: float, noise: str) -> str:
         "stack together costs their joint ε (stored with the stack: every run's Gaussian noise on each shared "
         "lot, and every up-front release), not this one."
     )
-
-
-def joint_ledger(plans: Sequence[TrainingPlan], *, upfront_keys: Sequence[str] | None = None) -> PrivacyLedger:
-    """The ledger of releasing every member of a stack: per step, the K noisy sums of one shared lot are one
-    Gaussian mechanism whose sensitivity, in units of each member's noise, is √(Σₖ σₖ⁻²): a sampled Gaussian
-    at σ_joint = (Σₖ σₖ⁻²)^(−1/2), each member's sum moving by at most its own C (valid only because no two
-    members share a noise stream). Before the steps, every distinct up-front release (DP-PCA) of the members:
-    `upfront_keys[k]` names member k's release, and members with one key made one release (charged once);
-    without keys every member's up-front releases are charged."""
-    keys = list(upfront_keys) if upfront_keys is not None else [str(k) for k in range(len(plans))]
-    firsts: dict[str, TrainingPlan] = {}
-    for key, plan in zip(keys, plans, strict=True):
-        firsts.setdefault(key, plan)
-    upfront = tuple(release for plan in firsts.values() for release in plan.upfront())
-    steps = plans[0].steps
-    sigmas = np.array(
-        [np.repeat([p.noise_multiplier * f for f, _ in p.noise_phases], [n for _, n in p.noise_phases]) for p in plans]
-    )  # (K, T): σ of every member at every step
-    joint = (1.0 / np.square(sigmas)).sum(axis=0) ** -0.5
-    phases, start = [], 0
-    for end in [*np.flatnonzero(np.diff(joint)) + 1, steps]:
-        event = dpsgd_step_event(sampling_rate=plans[0].sampling_rate, noise_multiplier=float(joint[start]))
-        label = f"the stack's {len(plans)} releases of one step, σ_joint = {joint[start]:.4g}"
-        phases.append(Release(event=event, count=int(end - start), label=label))
-        start = end
-    return PrivacyLedger(phases=tuple(phases), upfront=upfront)
-
-
-def joint_epsilon(members: Sequence["StackMember"], plans: Sequence[TrainingPlan]) -> dict[str, Any]:
-    """The stack's joint ε by the tightest of `JOINT_ACCOUNTANTS` for `joint_ledger` (up-front releases
-    included, one per distinct PCA release), at the smallest δ of the members; ∞ (no bound) if two members
-    would share a noise stream: their models would then differ by a noiseless function of the data."""
-    delta = min(p.delta for p in plans)
-    keys = [noise_stream_key(m.spec) for m in members]
-    if len({k for k in keys if k is not None}) < sum(k is not None for k in keys):
-        return {"joint_epsilon": math.inf, "joint_accountant": "shared noise stream", "joint_delta": delta}
-    ledger = joint_ledger(plans, upfront_keys=[pca_release_identity(m.spec) for m in members])
-    name, epsilon = panel(ledger, delta=delta, names=JOINT_ACCOUNTANTS).tightest()
-    return {"joint_epsilon": float(epsilon), "joint_accountant": name, "joint_delta": delta}
 
 
 def check_stackable(members: Sequence[StackMember]) -> None:
