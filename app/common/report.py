@@ -13,6 +13,7 @@ from app.common import charts
 from app.common.labels import ALGORITHM_TITLES, dataset_label
 from cache import RunRecord, SweepRecord
 from engine.jobs.disclosure import ACCOUNTANT_CURVE_PREFIX, RELEASED_METRICS
+from engine.privacy import epsilon_text
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
@@ -46,6 +47,12 @@ def figure_html(figure: go.Figure, *, first: bool) -> str:
     return figure.to_html(full_html=False, include_plotlyjs=first)
 
 
+def _epsilon_cell(value: object) -> object:
+    """ε as the report shows it: ∞ where there is no finite bound (never inf or 1.8e308)."""
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    return epsilon_text(value, ".4g") if is_number else value
+
+
 def table_html(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, escape=True, na_rep="–", border=0)
 
@@ -70,7 +77,7 @@ def run_report(run: RunRecord, frame: pd.DataFrame, accountants: pd.DataFrame) -
             pd.DataFrame(
                 [
                     {
-                        "ε spent (tightest accountant)": result.get("epsilon"),
+                        "ε spent (tightest accountant)": _epsilon_cell(result.get("epsilon")),
                         "δ": spec.get("delta"),
                         "test accuracy": result.get("test_accuracy"),
                         "steps": f"{run.progress_step:,} / {run.total_steps or '?'}",
@@ -95,13 +102,18 @@ def run_report(run: RunRecord, frame: pd.DataFrame, accountants: pd.DataFrame) -
     return page(f"DP lab run {run.id}", body)
 
 
-def sweep_report(sweep: SweepRecord, table: pd.DataFrame, frontier: go.Figure | None) -> bytes:
-    """A sweep's report: its grid, the frontier, and every run's point, status and result."""
+def sweep_report(
+    sweep: SweepRecord, table: pd.DataFrame, frontier: go.Figure | None, release: str | None = None
+) -> bytes:
+    """A sweep's report: its grid, what releasing its best run costs (`release`), the frontier, and every run's
+    point, status and result."""
     body = [
         f"<h1>Sweep {html.escape(sweep.name or sweep.id)} ({len(sweep.run_ids)} runs)</h1>",
         f"<p class='note'>Sweep {html.escape(sweep.id)} · report made {time.strftime('%Y-%m-%d %H:%M')} · "
         f"{RELEASED_NOTE}</p>",
     ]
+    if release:
+        body += ["<h2>Releasing the best run</h2>", f"<p>{html.escape(release)}</p>"]
     if frontier is not None:
         body += ["<h2>Privacy–utility frontier</h2>", figure_html(frontier, first=True)]
     body += ["<h2>Runs</h2>", table_html(table.drop(columns=["error"], errors="ignore"))]

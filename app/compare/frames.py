@@ -12,7 +12,7 @@ from app.common.labels import dataset_label, run_label
 from app.common.results import finite_accuracy, finite_epsilon
 from app.common.safe_text import csv_bytes, timestamp_text
 from cache import RunRecord, RunStatus
-from engine.privacy import is_unbounded
+from engine.privacy import epsilon_text, is_unbounded
 from engine.training.config.keys import ALL_KEYS
 
 FILTERS = {  # filter label → the run attribute it filters on
@@ -51,6 +51,19 @@ def _epsilon_cell(value: Any) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return math.inf if is_unbounded(value) else value
     return table_cell(value)
+
+
+def epsilons_as_text(frame: pd.DataFrame):
+    """The table as shown: its ε columns (`epsilon`, `epsilon_<accountant>`) read ∞ where no finite bound exists,
+    the numbers underneath unchanged (they sort as numbers; the CSV keeps them)."""
+    columns = [c for c in frame.columns if c == "epsilon" or str(c).startswith("epsilon_")]
+
+    def shown(value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return "" if math.isnan(value) else epsilon_text(value, ".4g")
+        return "" if value is None else value
+
+    return frame.style.format(dict.fromkeys(columns, shown))
 
 
 OWN_COLUMNS = ("run", "status", "imported", "created", "engine_version", "error")

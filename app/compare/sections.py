@@ -9,6 +9,7 @@ from app.common.labels import short_labels
 from app.common.safe_text import literal
 from app.compare import frames
 from cache import RunRecord, StoreError
+from engine.privacy import epsilon_text
 
 MAX_LISTED = 2000
 FILTER_HELP = {
@@ -109,6 +110,32 @@ def frontier(runs: list[RunRecord]) -> None:
     )
 
 
+def release_together(runs: list[RunRecord]) -> None:
+    """What releasing the selected runs together (or the best of them, picked by looking at all) costs."""
+    found = services.release_together(services.runs_json(runs))
+    if isinstance(found, str):
+        st.warning(f"What releasing these runs together costs cannot be said: {literal(found)}")
+        return
+    st.metric(
+        "ε of releasing these runs together",
+        epsilon_text(found.epsilon),
+        help=f"At δ = {found.delta:.3g}, by {found.accountant}: also the cost of releasing the best of them, "
+        "picked by looking at them all.",
+    )
+    shared = [run for run in runs if run.stack_id is not None and sum(r.stack_id == run.stack_id for r in runs) > 1]
+    st.caption(
+        "Every run drew its own noise, so releasing several costs their ledgers composed, more than any one's ε."
+        + (
+            f" {len(shared)} of the selected runs trained in {found.stacks} vectorized stack"
+            f"{'s' * (found.stacks != 1)} and shared every Poisson lot with their stack mates: each stack is charged "
+            "its released members' joint ledger (one Gaussian mechanism per shared lot at σ_joint = (Σ σₖ⁻²)^−½), "
+            "which costs more than runs trained apart."
+            if found.stacks
+            else ""
+        )
+    )
+
+
 def table(runs: list[RunRecord]) -> None:
     frame = frames.comparison_table(runs)
     differ = st.toggle(
@@ -116,7 +143,8 @@ def table(runs: list[RunRecord]) -> None:
         key="compare_differ",
         help="Hide the settings and results that are the same for every selected run (the CSV keeps them all).",
     )
-    st.dataframe(frames.differing_columns(frame) if differ else frame, hide_index=True, width="stretch")
+    shown = frames.differing_columns(frame) if differ else frame
+    st.dataframe(frames.epsilons_as_text(shown), hide_index=True, width="stretch")
     st.download_button(
         "Download the table (CSV)",
         data=frames.table_csv(frame),

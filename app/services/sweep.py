@@ -11,6 +11,7 @@ from cache.store.maintenance import check_deletable, delete_runs
 from engine import ENGINE_VERSION
 from engine.jobs import search
 from engine.jobs.queue import answer_from_store
+from engine.jobs.release import ReleaseEpsilon, RunToRelease, release_epsilon
 from engine.jobs.search import SweepPrivacy
 from engine.jobs.sweep import (
     MAX_RUNS,
@@ -72,20 +73,50 @@ def preview_sweep(raw_grid: dict) -> SweepPreview:
     return SweepPreview(runs=len(points), cached=cached, active=active, configurations=len(points))
 
 
+def runs_json(runs: list[RunRecord]) -> str:
+    """Stored runs as what releasing them costs depends on (spec, stack, a restart's earlier attempts): the cache
+    key of `release_privacy` and `trials_composition`."""
+    return json.dumps(
+        [[run.spec, run.stack_id, (run.plan or {}).get("earlier_attempts", [])] for run in runs],
+        sort_keys=True,
+        default=str,
+    )
+
+
+def _to_release(stored_json: str | None) -> list[RunToRelease] | None:
+    if stored_json is None:
+        return None
+    return [
+        RunToRelease(spec=spec, stack=stack, earlier_attempts=tuple(earlier))
+        for spec, stack, earlier in json.loads(stored_json)
+    ]
+
+
 @st.cache_data(show_spinner="Computing what releasing the best run costs…", max_entries=64)
-def release_privacy(raw_grid_json: str) -> SweepPrivacy | str:
-    """What releasing the best run of a grid spec (JSON text, the cache key) costs, or why it cannot be said."""
+def release_privacy(raw_grid_json: str, stored_json: str | None = None) -> SweepPrivacy | str:
+    """What releasing the best run of a grid spec (JSON text, the cache key) costs, or why it cannot be said;
+    `stored_json` (`runs_json`): the sweep's runs as stored (their stacks, the trials a search drew)."""
     try:
-        return privacy_of_sweep(json.loads(raw_grid_json))
-    except SpecError as exc:
+        return privacy_of_sweep(json.loads(raw_grid_json), _to_release(stored_json))
+    except (SpecError, PrivacyError) as exc:
+        return str(exc)
+
+
+@st.cache_data(show_spinner="Composing the selected runs…", max_entries=64)
+def release_together(stored_json: str) -> ReleaseEpsilon | str:
+    """What releasing these stored runs (`runs_json`) together costs, a stack's members by their joint ledger, or
+    why it cannot be said."""
+    try:
+        return release_epsilon(_to_release(stored_json))
+    except (SpecError, PrivacyError) as exc:
         return str(exc)
 
 
 @st.cache_data(show_spinner="Composing every trial…", max_entries=64)
-def trials_composition(specs_json: str) -> tuple[str, float, float] | str:
-    """(accountant, ε, δ) of releasing every one of these raw run specs (JSON text), or why it cannot be said."""
+def trials_composition(stored_json: str) -> tuple[str, float, float] | str:
+    """(accountant, ε, δ) of releasing every one of these stored runs (`runs_json`), or why it cannot be said."""
     try:
-        return search.trials_composition(json.loads(specs_json))
+        return search.trials_composition(_to_release(stored_json))
     except (SpecError, PrivacyError) as exc:
         return str(exc)
 

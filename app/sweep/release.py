@@ -1,6 +1,7 @@
-"""What releasing the best run of a sweep costs: before launch (the plan) and for a sweep in the store (its best
-run so far, and the ε that covers releasing it: the composition of every run of a fixed grid, or the private
-search's bound when every trial ran)."""
+"""What releasing the best run of a sweep costs: before launch (the plan, with the stacks it would train in and the
+cost of training every point separately) and for a sweep in the store (its best run so far, and the ε that covers
+releasing it: the composition of every run of a fixed grid, each stack by its members' joint ledger, or the smaller
+of the private search's bound and the composition of the trials it drew, when every trial ran)."""
 
 import json
 import math
@@ -15,7 +16,7 @@ from cache import RunRecord, RunStatus, SweepRecord
 from engine.jobs.search import SweepPrivacy
 from engine.privacy import epsilon_text
 
-PRIVACY_NEUTRAL = ("name", "vectorize", "on_worker_lost")  # grid spec keys that change no ε
+PRIVACY_NEUTRAL = ("name", "on_worker_lost")  # grid spec keys that change no ε (`vectorize` does: stacks share lots)
 
 
 def grid_json(raw: Any) -> str:
@@ -36,6 +37,12 @@ def planned_cost(raw_grid: dict[str, Any] | None, slot, problem: str | None) -> 
             st.warning(f"What releasing the best run would cost cannot be said: {literal(found)}")
             return
         st.info(f"**Releasing the best run.** {found.sentence()}", icon=":material/lock:")
+        if found.stacks and not found.searching:
+            st.caption(
+                f"Cheaper selection: untick *Train compatible points together* to train every point separately "
+                f"(ε = {epsilon_text(found.separate_epsilon)} instead of {epsilon_text(found.composition_epsilon)} "
+                "for releasing the best run; training takes longer)."
+            )
 
 
 def best_run(runs: list[RunRecord]) -> RunRecord | None:
@@ -61,7 +68,7 @@ def release_caveat(sweep: SweepRecord, runs: list[RunRecord]) -> str | None:
 def headline(sweep: SweepRecord, runs: list[RunRecord], slot) -> None:
     """The sweep's headline in `slot`: its best run so far and the ε of releasing it."""
     with slot.container():
-        found = services.release_privacy(grid_json(sweep.spec))
+        found = services.release_privacy(grid_json(sweep.spec), services.runs_json(runs))
         if isinstance(found, str):
             st.warning(f"What releasing this sweep's best run costs cannot be said: {literal(found)}")
             return
@@ -80,10 +87,22 @@ def headline(sweep: SweepRecord, runs: list[RunRecord], slot) -> None:
         st.caption(best_text + found.sentence())
 
 
+def report_text(sweep: SweepRecord, runs: list[RunRecord]) -> str | None:
+    """The sweep report's paragraph on releasing the best run: its ε and the sentence the page shows."""
+    found = services.release_privacy(grid_json(sweep.spec), services.runs_json(runs))
+    if isinstance(found, str):
+        return f"What releasing this sweep's best run costs cannot be said: {found}"
+    epsilon, delta = release_epsilon(sweep, runs, found)
+    caveat = release_caveat(sweep, runs)
+    return f"ε of releasing the best run: {epsilon_text(epsilon)} at δ = {delta:.3g}. {found.sentence()}" + (
+        f" {caveat}" if caveat else ""
+    )
+
+
 def release_epsilon(sweep: SweepRecord, runs: list[RunRecord], found: SweepPrivacy) -> tuple[float, float]:
     """(ε, δ) covering the release of this sweep's best run: the search's bound, or the composition of every trial
     when some were cancelled; a fixed grid's composition of every run."""
     if found.searching and any(run.status is RunStatus.CANCELLED for run in runs):
-        composed = services.trials_composition(grid_json([run.spec for run in runs]))
+        composed = services.trials_composition(services.runs_json(runs))
         return (math.inf, found.delta) if isinstance(composed, str) else (composed[1], composed[2])
     return found.headline_epsilon, found.headline_delta

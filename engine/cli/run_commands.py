@@ -13,12 +13,14 @@ from engine.jobs import settings
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import answer_from_store, new_run, submit
 from engine.jobs.recording import RunRecorder
+from engine.jobs.release import RunToRelease
 from engine.jobs.run_training import train_claimed
 from engine.jobs.sweep import SweepSubmission, privacy_of_sweep, submit_sweep
 from engine.jobs.workers import warmup
 from engine.jobs.workers.datasets import LoadedDatasets
 from engine.jobs.workers.worker import Heartbeat, Worker
 from engine.privacy import epsilon_text
+from engine.privacy.accountants.curve import epsilons_as_inf, is_epsilon_name, unbounded_as_inf
 from engine.privacy.limits import NumberRange, brief
 from engine.training import load_dataset, parse_spec, plan_spec
 
@@ -45,7 +47,7 @@ def cmd_train(args: argparse.Namespace, store: Store) -> None:
             )
         emit(
             {
-                **store.get_run(answer.run_id).result,
+                **epsilons_as_inf(store.get_run(answer.run_id).result),
                 "cached": True,
                 "imported": answer.imported,
                 "run_id": answer.run_id,
@@ -72,7 +74,7 @@ def cmd_train(args: argparse.Namespace, store: Store) -> None:
     def progress(record):
         if not args.quiet and (time.monotonic() - last_print[0] > 1.0 or record.step == recorder_plan.steps):
             last_print[0] = time.monotonic()
-            eps = "not private" if record.epsilon is None else f"ε={record.epsilon:.3f}"
+            eps = "not private" if record.epsilon is None else f"ε={epsilon_text(record.epsilon, '.3f')}"
             print(f"step {record.step}/{recorder_plan.steps}  {eps}", file=sys.stderr, flush=True)
 
     with Heartbeat(store, name, every_s=settings.heartbeat_s()) as heartbeat:
@@ -111,7 +113,9 @@ def cmd_submit(args: argparse.Namespace, store: Store) -> None:
 def cmd_sweep(args: argparse.Namespace, store: Store) -> None:
     raw = read_json_file(args.grid, what="grid spec")
     submission = submit_sweep(store, raw, force=args.force)
-    privacy = privacy_of_sweep(raw)  # every point parsed above: this names no new error
+    runs = [store.get_run(run_id) for run_id in submission.run_ids]  # with the stacks they train in
+    released = [RunToRelease.of_record(run.spec, stack=run.stack_id, plan=run.plan) for run in runs]
+    privacy = privacy_of_sweep(raw, released)  # every point parsed above: this names no new error
     if args.json:
         emit(submission.to_dict() | {"release_best": privacy.to_dict()})
     else:
@@ -168,7 +172,7 @@ def cmd_runs(args: argparse.Namespace, store: Store) -> None:
     statuses = [RunStatus(s) for s in args.status] if args.status else None
     runs = store.list_runs(limit=args.limit, statuses=statuses, sweep_id=args.sweep)
     if args.json:
-        emit([r.summary() for r in runs])
+        emit([shown_summary(r) for r in runs])
         return
     for r in runs:
         print(run_line(r))
@@ -196,10 +200,15 @@ def run_line(r: RunRecord) -> str:
     return f"{r.id}  {r.status.value:9}  {created}  {data}  {summary}{'  imported' * r.imported}  {error}".rstrip()
 
 
+def shown_summary(run: RunRecord) -> dict:
+    """A run's machine-readable summary, an unbounded ε as ∞ (JSON `Infinity`) even in an older record."""
+    return run.summary() | {"result": epsilons_as_inf(run.result)}
+
+
 def cmd_show(args: argparse.Namespace, store: Store) -> None:
     run = store.get_run(args.run)
     out = {
-        **run.summary(),
+        **shown_summary(run),
         "plan": run.plan,
         "cancel_requested": run.cancel_requested,
         "events": [
@@ -207,7 +216,10 @@ def cmd_show(args: argparse.Namespace, store: Store) -> None:
         ],
     }
     if args.metrics:
-        out["metrics"] = [{"step": s, "name": n, "value": v} for s, n, v in store.metrics(run.id)]
+        out["metrics"] = [
+            {"step": s, "name": n, "value": unbounded_as_inf(v) if is_epsilon_name(n) else v}
+            for s, n, v in store.metrics(run.id)
+        ]
     emit(out)
 
 

@@ -6,28 +6,22 @@ distribution with mean μ, each a configuration drawn uniformly from the grid wi
 by final test accuracy is the one to release. Its ε covers that release alone (model and score), however many
 trials ran. The draws come from OS randomness and are not reproducible on purpose.
 
-For any sweep, `sweep_privacy` states both costs side by side: releasing the best of every run a fixed grid
-trains (plain composition of all of them: whoever picked the best looked at every one) and releasing the best
-of a private search over the same configurations.
+For any sweep, `sweep_privacy` states the costs side by side: releasing the best of every run a fixed grid
+trains (the composition of all of them, whoever picked the best looked at every one; a vectorized stack's members
+by their joint ledger, `engine.jobs.release`), the same grid trained every point separately, and releasing the best
+of a private search over the same configurations (for a search whose trials were drawn, the smaller of its bound
+and the composition of the trials drawn).
 """
 
 import dataclasses
-import functools
-import json
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from engine.jobs.release import RunToRelease, planned, release_delta, release_epsilon
 from engine.privacy import ACCOUNTANTS, PrivacyError, epsilon_text
-from engine.privacy.selection import (
-    MAX_MEAN,
-    SearchEpsilon,
-    TrialCount,
-    TrialDistribution,
-    composition_epsilon,
-    search_epsilon,
-)
-from engine.training import SpecError, parse_spec, plan_spec
+from engine.privacy.selection import MAX_MEAN, SearchEpsilon, TrialCount, TrialDistribution, search_epsilon
+from engine.training import SpecError
 
 SEARCH_KEYS = ("distribution", "mean", "shape")
 SEED_RANGE = 2**31  # a trial's seed: uniform on [0, SEED_RANGE)
@@ -71,22 +65,35 @@ def draw_trials(configurations: Sequence[dict[str, Any]], trials: TrialCount) ->
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SweepPrivacy:
     """What releasing the best run of a sweep costs: by composition of every run of the fixed grid (`runs` of
-    them), and as a private search over the same configurations."""
+    them, a stack's members by their joint ledger: they shared every lot), the same grid trained every point
+    separately, and as a private search over the same configurations; for a search whose trials were drawn, also
+    the composition of the drawn trials (K is drawn independently of the data, so the smaller bound holds)."""
 
     delta: float
     runs: int  # runs a fixed grid trains: configurations × seeds
-    composition_epsilon: float
+    composition_epsilon: float  # the fixed grid as it trains (stacks included)
     composition_accountant: str
+    separate_epsilon: float  # the fixed grid with every point trained alone
+    separate_accountant: str
+    stacks: int  # stacks of two runs or more in the fixed grid
     search: SearchEpsilon
     searching: bool  # the sweep is a private search (else `search` is what one would cost)
+    drawn_epsilon: float | None = None  # a search after its draw: the composition of the trials drawn
+    drawn_trials: int | None = None
+
+    @property
+    def drawn_is_tighter(self) -> bool:
+        return self.searching and self.drawn_epsilon is not None and self.drawn_epsilon < self.search.epsilon
 
     @property
     def headline_epsilon(self) -> float:
-        return self.search.epsilon if self.searching else self.composition_epsilon
+        if self.searching:
+            return self.drawn_epsilon if self.drawn_is_tighter else self.search.epsilon
+        return self.composition_epsilon
 
     @property
     def headline_delta(self) -> float:
-        return self.search.delta if self.searching else self.delta
+        return self.search.delta if self.searching and not self.drawn_is_tighter else self.delta
 
     def to_dict(self) -> dict[str, Any]:
         """The numbers, ∞ as JSON's Infinity (no bound)."""
@@ -97,9 +104,11 @@ class SweepPrivacy:
             "delta": self.headline_delta,
             "fixed_grid": {
                 "runs": self.runs,
+                "stacks": self.stacks,
                 "epsilon": self.composition_epsilon,
                 "delta": self.delta,
                 "accountant": self.composition_accountant,
+                "separately": {"epsilon": self.separate_epsilon, "accountant": self.separate_accountant},
             },
             "private_search": {
                 "distribution": trials.distribution.value,
@@ -108,8 +117,33 @@ class SweepPrivacy:
                 "configurations": self.search.configurations,
                 "epsilon": self.search.epsilon,
                 "delta": self.search.delta,
+                **(
+                    {"drawn_trials": self.drawn_trials, "drawn_epsilon": self.drawn_epsilon}
+                    if self.drawn_epsilon is not None
+                    else {}
+                ),
             },
         }
+
+    def fixed_text(self) -> str:
+        """The fixed grid's cost (composition of every run, a stack by its members' joint ledger)."""
+        accountant = self.accountant_title(self.composition_accountant)
+        cost = f"ε = {epsilon_text(self.composition_epsilon)} at δ = {self.delta:.3g}"
+        return f"{cost} (composition of every run, {accountant})"
+
+    def stacks_text(self) -> str:
+        """What the grid's stacks add over training every point separately ("" without stacks)."""
+        if not self.stacks:
+            return ""
+        which = "Its vectorized stack" if self.stacks == 1 else f"Each of its {self.stacks} vectorized stacks"
+        return (
+            f" {which} shared every Poisson lot among its members, so it is charged its members' joint ledger; "
+            f"trained every point separately, the same grid would cost ε = {epsilon_text(self.separate_epsilon)}."
+        )
+
+    @staticmethod
+    def accountant_title(name: str) -> str:
+        return ACCOUNTANTS[name].short if name in ACCOUNTANTS else name
 
     def sentence(self) -> str:
         search = self.search
@@ -119,17 +153,25 @@ class SweepPrivacy:
         )
         fixed = f"the best of a fixed grid of {self.runs} run{'s' * (self.runs != 1)}"
         search_text = f"ε = {epsilon_text(search.epsilon)} at δ = {search.delta:.3g}"
-        accountant = ACCOUNTANTS[name].short if (name := self.composition_accountant) in ACCOUNTANTS else name
-        fixed_text = f"ε = {epsilon_text(self.composition_epsilon)} at δ = {self.delta:.3g}"
         if self.searching:
+            drawn = ""
+            if self.drawn_epsilon is not None:
+                drawn = (
+                    f" The {self.drawn_trials} trial{'s' * (self.drawn_trials != 1)} drawn compose to "
+                    f"ε = {epsilon_text(self.drawn_epsilon)} at δ = {self.delta:.3g}"
+                    + (
+                        " (K was drawn independently of the data, so this smaller bound holds too)."
+                        if self.drawn_is_tighter
+                        else "."
+                    )
+                )
             return (
                 f"Releasing {searched} costs {search_text} (Papernot & Steinke 2022), however many trials run; "
-                f"releasing {fixed} would cost {fixed_text} (composition of every run, {accountant})."
+                f"releasing {fixed} would cost {self.fixed_text()}.{drawn}"
             )
         return (
-            f"Releasing {fixed} costs {fixed_text} (composition of every run, {accountant}): "
-            f"choosing the best looks at all of them. A private search ({search.trials.describe()}) would cost "
-            f"{search_text}."
+            f"Releasing {fixed} costs {self.fixed_text()}: choosing the best looks at all of them.{self.stacks_text()} "
+            f"A private search ({search.trials.describe()}) would cost {search_text}."
         )
 
 
@@ -148,52 +190,42 @@ def suggested_search(runs: int, ledgers: Sequence, *, delta: float) -> SearchEps
     return min((search_epsilon(ledgers, option, delta=delta) for option in options), key=lambda found: found.epsilon)
 
 
-def planned(specs: Sequence[Mapping[str, Any]]) -> list:
-    """The plan of each raw spec, planned once per distinct spec up to its seed (ε depends on no seed)."""
-    return [
-        plan_of(json.dumps({k: v for k, v in spec.items() if k != "seed"}, sort_keys=True, default=str))
-        for spec in specs
-    ]
-
-
-@functools.lru_cache(maxsize=512)
-def plan_of(spec_json: str):
-    """A raw spec's plan (JSON text without its seed, the cache key): calibrating σ for a target ε takes ~1 s."""
-    return plan_spec(parse_spec(json.loads(spec_json) | {"seed": 0}))
-
-
-def ledgers_of(specs: Sequence[Mapping[str, Any]]) -> tuple[list, float]:
-    """Each raw spec's planned ledger (None: not private) and the smallest δ among them (1e-5 when none is
-    private: every ε is then ∞ whatever δ)."""
-    plans = planned(specs)
-    deltas = [plan.delta for plan in plans if plan.private and plan.delta]
-    return [plan.ledger() if plan.private else None for plan in plans], min(deltas) if deltas else 1e-5
-
-
-def trials_composition(specs: Sequence[Mapping[str, Any]]) -> tuple[str, float, float]:
+def trials_composition(runs: Sequence[RunToRelease]) -> tuple[str, float, float]:
     """(accountant, ε, δ) of releasing every one of these runs: what a search whose trials did not all run costs."""
-    ledgers, delta = ledgers_of(specs)
-    accountant, epsilon = composition_epsilon(ledgers, delta=delta)
-    return accountant, float(epsilon), delta
+    found = release_epsilon(runs)
+    return found.accountant, found.epsilon, found.delta
 
 
 def sweep_privacy(
-    configurations: Sequence[dict[str, Any]], *, seeds: int, trials: TrialCount | None = None
+    configurations: Sequence[dict[str, Any]],
+    grid: Sequence[RunToRelease],
+    *,
+    trials: TrialCount | None = None,
+    drawn: Sequence[RunToRelease] | None = None,
 ) -> SweepPrivacy:
-    """The two costs for `configurations` (raw run specs, one per grid point) trained `seeds` times each in a
-    fixed grid; `trials`: the sweep is that private search. The ledgers are the planned ones (every step the
-    plan allows; a run that stops early spent less). δ is the smallest δ of the configurations."""
-    ledgers, delta = ledgers_of(configurations)
-    accountant, composed = composition_epsilon([lg for lg in ledgers for _ in range(seeds)], delta=delta)
+    """The costs for `configurations` (raw run specs, one per grid point): `grid`, the runs of the fixed grid
+    (each with the stack it trains in); `trials`: the sweep is that private search, and `drawn` its trials once
+    drawn. The ledgers are the planned ones (every step the plan allows; a run that stops early spent less). δ is
+    the smallest δ of the configurations."""
+    points = [RunToRelease(spec=spec) for spec in configurations]
+    ledgers, delta = [planned(spec).ledger() for spec in configurations], release_delta(points)
+    stacked = release_epsilon(grid, delta=delta)
+    alone = release_epsilon([dataclasses.replace(run, stack=None) for run in grid], delta=delta)
+    composed = release_epsilon(drawn, delta=delta) if trials is not None and drawn else None
     return SweepPrivacy(
         delta=delta,
-        runs=len(configurations) * seeds,
-        composition_epsilon=float(composed),
-        composition_accountant=accountant,
+        runs=len(grid),
+        composition_epsilon=stacked.epsilon,
+        composition_accountant=stacked.accountant,
+        separate_epsilon=alone.epsilon,
+        separate_accountant=alone.accountant,
+        stacks=stacked.stacks,
         search=(
             search_epsilon(ledgers, trials, delta=delta)
             if trials is not None
-            else suggested_search(len(configurations) * seeds, ledgers, delta=delta)
+            else suggested_search(len(grid), ledgers, delta=delta)
         ),
         searching=trials is not None,
+        drawn_epsilon=composed.epsilon if composed is not None else None,
+        drawn_trials=len(drawn) if composed is not None else None,
     )

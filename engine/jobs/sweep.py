@@ -34,6 +34,7 @@ from cache import Answer, NewRun, Store
 from engine.jobs import settings
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import new_run
+from engine.jobs.release import RunToRelease
 from engine.jobs.search import SweepPrivacy, draw_trials, parse_search, sweep_privacy
 from engine.privacy import PrivacyError
 from engine.privacy.selection import TrialCount
@@ -163,16 +164,34 @@ def expand_sweep(raw: Any) -> list[SweepPoint]:
     ]
 
 
-def privacy_of_sweep(raw: Any) -> SweepPrivacy:
-    """What releasing the best run of this grid spec costs, as a fixed grid and as a private search
-    (`engine.jobs.search.sweep_privacy`)."""
+def privacy_of_sweep(raw: Any, runs: Sequence[RunToRelease] | None = None) -> SweepPrivacy:
+    """What releasing the best run of this grid spec costs, as a fixed grid, the same grid trained every point
+    separately, and as a private search (`engine.jobs.search.sweep_privacy`). `runs`: the sweep's runs as they
+    are in the store (with their stacks, and the earlier attempts of a restart), once submitted; before, the
+    fixed grid is planned with the stacks `submit_sweep` would cut if no run answered a point yet."""
     configurations = grid_configurations(raw)
     trials = sweep_search(raw)
-    seeds = 1 if trials is not None else len(sweep_seeds(raw))
     try:
-        return sweep_privacy([point.spec for point in configurations], seeds=seeds, trials=trials)
+        training = [split_job_options(point.spec)[0] for point in configurations]
+        if trials is not None:  # the fixed grid it is compared with: every configuration once, alone
+            grid, drawn = [RunToRelease(spec=spec) for spec in training], runs
+        else:
+            grid, drawn = (list(runs) if runs is not None else planned_grid(raw)), None
+        return sweep_privacy(training, grid, trials=trials, drawn=drawn)
     except (SpecError, PrivacyError) as exc:
         raise SweepError("grid", str(exc)) from None
+
+
+def planned_grid(raw: Mapping[str, Any]) -> list[RunToRelease]:
+    """The runs of a fixed grid spec, each with the stack `submit_sweep` cuts for it when every point trains anew
+    (`vectorize`, the default; `DPLAB_STACK_MAX` members at most)."""
+    specs = [split_job_options(point.spec)[0] for point in expand_sweep(raw)]
+    stacks = (
+        assign_stacks([parse_spec(spec) for spec in specs], most=settings.stack_max())
+        if raw.get("vectorize", True)
+        else [None] * len(specs)
+    )
+    return [RunToRelease(spec=spec, stack=stack) for spec, stack in zip(specs, stacks, strict=True)]
 
 
 def point_label(values: Mapping[str, Any]) -> str:

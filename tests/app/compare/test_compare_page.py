@@ -2,6 +2,7 @@
 CSV, imported runs, deleting runs."""
 
 import io
+import math
 from dataclasses import replace
 
 import pandas as pd
@@ -12,10 +13,13 @@ from streamlit.testing.v1 import AppTest
 from app.common.charts import RUN_PALETTE
 from app.common.labels import short_labels
 from app.common.safe_text import unescape
+from app.compare.frames import epsilons_as_text
 from cache import RunStatus, Store
 from cache.archive.format import ArchivedRun
 from cache.store.archive_io import insert_runs
 from engine.jobs.queue import submit
+from engine.jobs.release import RunToRelease, release_epsilon
+from engine.privacy import epsilon_text
 from engine.training import parse_spec
 from tests.apptest_helpers import figures, open_page, widgets
 from tests.helpers import fast_spec
@@ -183,3 +187,23 @@ def test_a_name_given_on_the_run_panel_labels_the_run_on_compare(trained_store):
     accuracy, *_ = figures(at)
     names = dict(zip(ids, (t["name"] for t in accuracy["data"]), strict=True))
     assert names[named] == "my baseline" and names[other] != "my baseline"
+
+
+def test_two_runs_of_one_stack_released_together_are_charged_their_joint_ledger(trained_store):
+    """The tiny sweep's two runs trained in one stack (shared lots): Compare charges their joint mechanism."""
+    runs = trained_store.list_runs()
+    assert len({run.stack_id for run in runs}) == 1 and runs[0].stack_id is not None
+    at = open_page("compare")
+    select_all(at, trained_store)
+    [metric] = [m for m in at.metric if m.label == "ε of releasing these runs together"]
+    expected = release_epsilon([RunToRelease.of_record(r.spec, stack=r.stack_id, plan=r.plan) for r in runs])
+    assert metric.value == epsilon_text(expected.epsilon) and expected.stacks == 1
+    apart = release_epsilon([RunToRelease(spec=r.spec) for r in runs])
+    assert expected.epsilon > apart.epsilon > max(r.result["epsilon"] for r in runs)
+    assert any("trained in 1 vectorized stack" in c.value and "joint ledger" in c.value for c in at.caption)
+
+
+def test_the_table_shows_an_unbounded_epsilon_as_infinity():
+    frame = pd.DataFrame({"run": ["a", "b"], "epsilon": [1.234567, math.inf], "epsilon_naive": [math.inf, None]})
+    shown = epsilons_as_text(frame).to_html()
+    assert "∞" in shown and "1.235" in shown and "inf" not in shown.replace("∞", "")

@@ -7,6 +7,7 @@ import pytest
 
 from app.common.safe_text import unescape
 from cache import RunStatus
+from engine.jobs.release import RunToRelease
 from engine.jobs.search import trials_composition
 from engine.jobs.sweep import privacy_of_sweep, submit_sweep
 from engine.privacy import epsilon_text
@@ -19,12 +20,18 @@ def metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
 
+def stored(runs) -> list[RunToRelease]:
+    return [RunToRelease.of_record(run.spec, stack=run.stack_id, plan=run.plan) for run in runs]
+
+
 def test_a_fixed_grid_states_the_composition_and_the_private_search_instead(home, store):
     at = open_page("sweep")
     [note] = [i.value for i in at.info if "Releasing the best run" in i.value]
     assert "Releasing the best of a fixed grid of 10 runs costs ε = " in note
     assert "composition of every run" in note and "A private search" in note
     assert at.number_input(key="sweep_seeds").value == 2
+    if "vectorized stack" in note:  # the default grid stacks: training apart is offered, with its ε
+        assert any("Cheaper selection: untick *Train compatible points together*" in c.value for c in at.caption)
 
 
 def test_a_private_search_is_designed_previewed_and_launched(home, store, monkeypatch):
@@ -50,8 +57,10 @@ def test_a_private_search_is_designed_previewed_and_launched(home, store, monkey
     [sweep] = store.list_sweeps()
     assert sweep.spec["search"] == {"distribution": "geometric", "mean": 4.0} and "seeds" not in sweep.spec
     assert len(sweep.run_ids) == 3
-    expected = privacy_of_sweep(sweep.spec)
-    assert metric(at, "ε of releasing the best run") == f"{expected.search.epsilon:.3g}"
+    expected = privacy_of_sweep(sweep.spec, stored(store.list_runs(sweep_id=sweep.id)))
+    assert expected.drawn_trials == 3  # the smaller of the search's bound and the three trials' composition
+    assert expected.headline_epsilon == min(expected.search.epsilon, expected.drawn_epsilon)
+    assert metric(at, "ε of releasing the best run") == f"{expected.headline_epsilon:.3g}"
     assert any("3 trial(s) still to end" in w.value for w in at.warning)
 
 
@@ -70,7 +79,7 @@ def test_the_headline_of_a_finished_grid_is_its_best_run_and_the_composition(tra
     [sweep] = trained_store.list_sweeps()
     at = open_page("sweep")
     assert not at.exception, at.exception
-    expected = privacy_of_sweep(sweep.spec)
+    expected = privacy_of_sweep(sweep.spec, stored(runs))
     assert metric(at, "ε of releasing the best run") == f"{expected.composition_epsilon:.3g}"
     assert any(c.value.startswith(f"Best run so far: `{best.id}`.") for c in at.caption)
     assert metric(at, "Best run (test accuracy)") == f"{best.result['test_accuracy']:.2%}"
@@ -92,7 +101,7 @@ def test_a_search_with_cancelled_trials_costs_the_composition_of_every_trial(hom
     at = open_page("sweep")
     assert not at.exception, at.exception
     assert any("2 trial(s) were cancelled" in w.value for w in at.warning)
-    _, epsilon, _ = trials_composition([run.spec for run in store.list_runs()])
+    _, epsilon, _ = trials_composition(stored(store.list_runs()))
     assert metric(at, "ε of releasing the best run") == f"{epsilon:.3g}"
     # the learning rate changes no ledger: two trials compose like the fixed grid of the two configurations
     assert math.isfinite(epsilon) and epsilon == pytest.approx(privacy_of_sweep(raw).composition_epsilon, rel=1e-9)

@@ -210,9 +210,10 @@ def test_a_private_search_states_the_epsilon_of_its_best_run(home, tmp_path):
     result = last_json(cli(home, "sweep", "--json", str(grid)))
     release = result["release_best"]
     assert release["searching"] and release["private_search"]["configurations"] == 3
-    assert release["epsilon"] == release["private_search"]["epsilon"] > 0
+    search = release["private_search"]
+    assert len(result["run_ids"]) == result["created"] == search["drawn_trials"] >= 1  # a geometric K is never 0
+    assert release["epsilon"] == min(search["epsilon"], search["drawn_epsilon"]) > 0  # the tighter after the draw
     assert release["fixed_grid"]["runs"] == 3
-    assert len(result["run_ids"]) == result["created"] >= 1  # a geometric count is never 0
 
 
 @pytest.mark.slow
@@ -230,6 +231,7 @@ def test_sweep_says_how_many_runs_train_in_vectorized_stacks(home, tmp_path, mon
     assert (
         privacy.startswith("Releasing the best of a fixed grid of 3 runs costs ε = ") and "A private search" in privacy
     )
+    assert "Its vectorized stack shared every Poisson lot" in privacy and "trained every point separately" in privacy
     assert line.endswith(
         ": 3 runs (3 queued, 0 cached, 0 already queued); 3 of the queued runs in 1 vectorized "
         "stack (at most 8 runs each)"

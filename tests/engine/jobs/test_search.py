@@ -10,6 +10,7 @@ import scipy.stats
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 
+from engine.jobs.release import RunToRelease
 from engine.jobs.search import SweepPrivacy, draw_trials, parse_search
 from engine.jobs.sweep import SweepError, expand_sweep, privacy_of_sweep, submit_sweep
 from engine.privacy.selection import TrialCount
@@ -93,9 +94,10 @@ def test_the_search_epsilon_is_dp_accountings_repeat_and_select_of_the_plan():
     assert "however many trials run" in found.sentence()
 
 
-def test_a_fixed_grid_costs_the_composition_of_every_run():
-    raw = {"base": base(), "grid": {"lr": [0.5, 1.0]}, "seeds": [0, 1, 2]}
+def test_a_fixed_grid_trained_apart_costs_the_composition_of_every_run():
+    raw = {"base": base(), "grid": {"lr": [0.5, 1.0]}, "seeds": [0, 1, 2], "vectorize": False}
     found = privacy_of_sweep(raw)
+    assert found.stacks == 0 and found.separate_epsilon == found.composition_epsilon
     plan = plan_spec(parse_spec(base() | {"seed": 0}))
     one = RdpAccountant().compose(plan.ledger().dp_event())
     six = RdpAccountant().compose(dp_event.SelfComposedDpEvent(plan.ledger().dp_event(), 6))
@@ -104,6 +106,38 @@ def test_a_fixed_grid_costs_the_composition_of_every_run():
     assert found.headline_epsilon == found.composition_epsilon
     assert found.search.trials.mean == 6  # the private search offered instead: as many trials on average
     assert "composition of every run" in found.sentence() and "A private search" in found.sentence()
+
+
+def test_a_stacked_fixed_grid_costs_its_stacks_joint_mechanism_and_offers_training_apart(monkeypatch):
+    """σ ∈ {0.8, 1.2, 2} × 2 seeds: one stack of 6 (one lot per step for all six), so picking the best costs the
+    joint sampled Gaussian at σ_joint = (Σ σₖ⁻²)^−½, built here from the plan with dp-accounting; trained apart,
+    the six compose as independent runs, for less."""
+    monkeypatch.setenv("DPLAB_STACK_MAX", "8")
+    grid = {"noise_multiplier": [0.8, 1.2, 2.0]}
+    raw = {"base": base(), "grid": grid, "seeds": [0, 1]}
+    found = privacy_of_sweep(raw)
+    plan = plan_spec(parse_spec(base() | {"seed": 0}))
+    sigma_joint = (2 * sum(s**-2 for s in grid["noise_multiplier"])) ** -0.5
+    joint = dp_event.PoissonSampledDpEvent(plan.sampling_rate, dp_event.GaussianDpEvent(sigma_joint))
+    expected = RdpAccountant().compose(dp_event.SelfComposedDpEvent(joint, plan.steps)).get_epsilon(plan.delta)
+    assert found.stacks == 1 and found.runs == 6
+    assert found.composition_accountant in ("rdp", "pld")
+    assert found.composition_epsilon <= expected * (1 + 1e-9)  # the tightest of RDP and PLD: RDP's at most
+    assert found.composition_epsilon >= 0.85 * expected  # PLD is 8–10% below RDP, never a different mechanism
+    apart = [
+        dp_event.SelfComposedDpEvent(
+            dp_event.PoissonSampledDpEvent(plan.sampling_rate, dp_event.GaussianDpEvent(s)), plan.steps
+        )
+        for s in grid["noise_multiplier"]
+        for _ in range(2)
+    ]
+    separately = RdpAccountant().compose(dp_event.ComposedDpEvent(apart)).get_epsilon(plan.delta)
+    assert found.separate_epsilon <= separately * (1 + 1e-9) < found.composition_epsilon
+    assert found.headline_epsilon == found.composition_epsilon
+    assert "joint ledger" in found.sentence() and "separately" in found.sentence()
+    assert privacy_of_sweep(raw | {"vectorize": False}).composition_epsilon == found.separate_epsilon
+    stacked = found.to_dict()["fixed_grid"]
+    assert stacked["stacks"] == 1 and stacked["separately"]["epsilon"] == found.separate_epsilon
 
 
 def test_a_non_private_configuration_has_no_bound():
@@ -144,3 +178,13 @@ def test_a_trained_search_costs_repeat_and_select_of_its_trials_stored_plans(sto
     found = privacy_of_sweep(store.get_sweep(submission.sweep_id).spec)
     assert found.headline_epsilon == pytest.approx(expected, rel=1e-9)
     assert found.headline_epsilon > max(r.result["epsilon"] for r in runs)
+    # After the draw: K = 2 is independent of the data, so the two trials' composition bounds the release too
+    drawn = privacy_of_sweep(
+        store.get_sweep(submission.sweep_id).spec,
+        [RunToRelease.of_record(r.spec, stack=r.stack_id, plan=r.plan) for r in runs],
+    )
+    both = RdpAccountant().compose(dp_event.SelfComposedDpEvent(dp_event.SelfComposedDpEvent(step, steps), 2))
+    assert drawn.drawn_trials == 2 and drawn.drawn_epsilon <= both.get_epsilon(delta) * (1 + 1e-9)
+    assert drawn.headline_epsilon == min(drawn.drawn_epsilon, drawn.search.epsilon) < expected
+    assert drawn.headline_delta == delta  # the composition's δ, without the trial cap's term
+    assert "2 trials drawn compose" in drawn.sentence()

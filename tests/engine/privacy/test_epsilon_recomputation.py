@@ -3,8 +3,10 @@
 The runs train through the real queue and worker into one store: DP-SGD at several σ and ε (σ = 0.6, whose
 subsampled Gaussian is ∞ at low RDP orders), noise and clipping schedules, DP-PCA, physical batches, per-layer
 clipping, PLD calibration, anisotropic DP-SGD, noisy GD, the four textbook learners, a non-private run, a run
-cancelled mid-way and two vectorized stacks. Then, from each run's *stored plan* only (never the engine's
-ledger code), the mechanism it ran is rebuilt as `dp_accounting` events and:
+cancelled mid-way, two vectorized stacks, and a release-mode and a lab-mode run whose worker stopped mid-run and
+which trained again (each second attempt stops before the first did). Then, from each run's *stored plan* only
+(never the engine's ledger code), the mechanism it ran is rebuilt as `dp_accounting` events, every attempt
+included (fresh noise: each attempt's releases composed; replayed noise: the longest attempt), and:
 
 - RDP: dp-accounting's own `RdpAccountant` gives each release's RDP and `compute_epsilon` converts the sum, at
   every step a live row was written for. The live ε rows (the run panel's headline and chart, and Compare's
@@ -14,6 +16,8 @@ ledger code), the mechanism it ran is rebuilt as `dp_accounting` events and:
   background curves, final result, the reported tightest, a stack's joint ε) at a step t ≥ s must be at least the
   lower bound at s (the true ε never decreases with more steps). A number below it is not a bound.
 - ∞ stays ∞: a non-private run shows no finite ε.
+- Picking the best of each stacked grid costs at least the stack's joint mechanism (a sampled Gaussian at
+  σ_joint = (Σ σₖ⁻²)^−½ per shared lot), not the members composed as independent runs.
 """
 
 import math
@@ -31,7 +35,8 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 from app.services import uploads as data_upload
 from cache import RunRecord, RunStatus, Store
 from engine.jobs.queue import submit
-from engine.jobs.sweep import submit_sweep
+from engine.jobs.release import RunToRelease
+from engine.jobs.sweep import privacy_of_sweep, submit_sweep
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
 from tests.helpers import binary_spec, fast_spec, synthetic_csv, synthetic_schema
@@ -102,6 +107,39 @@ def train_and_cancel_midway(store: Store) -> str:
     return run_id
 
 
+def progress_reaches(store: Store, run_id: str, steps: int) -> None:
+    deadline = time.monotonic() + 300
+    while store.get_run(run_id).progress_step < steps and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def train_restart_and_cancel(store: Store, spec: dict, *, first: int, second: int) -> str:
+    """A run whose worker stops after at least `first` steps (SIGTERM's path: the run goes back to the queue, as
+    after a lost worker with `on_worker_lost: requeue`), then trains again and stops after exactly `second`."""
+    run_id = submit(store, parse_spec(spec)).run_id
+    stopping = Worker(store, data_dirs=[])
+    thread = threading.Thread(target=stopping.run_one)
+    thread.start()
+    progress_reaches(store, run_id, first)
+    stopping.stopping = True  # what the worker's SIGTERM handler sets
+    thread.join(timeout=300)
+    assert store.get_run(run_id).status is RunStatus.QUEUED
+    CancelsAfter(store, steps=second).run_one()
+    return run_id
+
+
+class CancelsAfter(Worker):
+    """A worker whose run stops as cancelled after exactly `steps` steps (its trainer asks once a step)."""
+
+    def __init__(self, store: Store, *, steps: int):
+        super().__init__(store, data_dirs=[])
+        self.steps, self.asked = steps, 0
+
+    def _should_stop(self, recorder) -> bool:
+        self.asked += 1
+        return self.asked >= self.steps or super()._should_stop(recorder)
+
+
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory) -> tuple[Store, list[RunRecord]]:
     home = tmp_path_factory.mktemp("audit") / "home"
@@ -110,14 +148,20 @@ def audited(tmp_path_factory) -> tuple[Store, list[RunRecord]]:
     )
     store = Store(home / "runs.sqlite3")
     cancelled = train_and_cancel_midway(store)  # first, alone in the queue
+    long = digits(epochs=200, target_epsilon=None, noise_multiplier=1.0)
+    restarted = [  # then the restarts, alone in the queue too: the second attempt stops before the first did
+        train_restart_and_cancel(store, long | {"seed": 12, "noise": "release"}, first=40, second=20),
+        train_restart_and_cancel(store, long | {"seed": 13}, first=60, second=20),
+    ]
     for spec in single_specs(upload):
         submit(store, parse_spec(spec))
     for grid in stack_grids():
         submit_sweep(store, grid)
     Worker(store, data_dirs=[]).run_forever(exit_when_idle=True)
     runs = store.list_runs(limit=100)
-    assert all(r.status is RunStatus.FINISHED for r in runs if r.id != cancelled), {r.id: r.error for r in runs}
-    assert store.get_run(cancelled).status is RunStatus.CANCELLED
+    stopped = {cancelled, *restarted}
+    assert all(r.status is RunStatus.FINISHED for r in runs if r.id not in stopped), {r.id: r.error for r in runs}
+    assert all(store.get_run(run_id).status is RunStatus.CANCELLED for run_id in stopped)
     return store, runs
 
 
@@ -179,8 +223,24 @@ def counts_at(phases: list[tuple[dp_event.DpEvent, int]], t: int) -> list[tuple[
     return out
 
 
+def released(run: RunRecord, t: int) -> list[tuple[dp_event.DpEvent, int]]:
+    """Everything the run had released once its last attempt took t steps, as (event, count): its up-front
+    releases and first t steps and, for a run that restarted, its earlier attempts (stored in its plan as the steps
+    each released): with fresh noise each is its own up-front releases and steps; replaying the same noise (lab
+    mode), they are the first steps again, so the run has released max(t, theirs) steps."""
+    upfront, phases, _ = mechanism(run)
+    earlier = run.plan.get("earlier_attempts", [])
+    if run.plan.get("earlier_noise") == "replayed":
+        t = max([t, *earlier])
+    out = [(event, 1) for event in upfront] + counts_at(phases, t)
+    if run.plan.get("earlier_noise") == "fresh":
+        for steps in earlier:
+            out += [(event, 1) for event in upfront] + counts_at(phases, steps)
+    return out
+
+
 def rdp_epsilons(run: RunRecord, steps: list[int]) -> dict[int, float]:
-    """dp-accounting's RDP ε of the first t steps (every up-front release included), for each t."""
+    """dp-accounting's RDP ε of what the run released after t steps (`released`), for each t."""
     upfront, phases, _ = mechanism(run)
     orders = list(rdp_lib.DEFAULT_RDP_ORDERS)
     vectors = {}
@@ -189,9 +249,7 @@ def rdp_epsilons(run: RunRecord, steps: list[int]) -> dict[int, float]:
         vectors[event] = np.asarray(accountant.compose(event)._rdp, dtype=np.float64)
     out = {}
     for t in steps:
-        total = sum((vectors[e] for e in upfront), np.zeros(len(orders)))
-        for event, count in counts_at(phases, t):
-            total = total + count * vectors[event]
+        total = sum((count * vectors[event] for event, count in released(run, t)), np.zeros(len(orders)))
         out[t] = rdp_lib.compute_epsilon(orders, total, run.plan["delta"])[0]
     return out
 
@@ -228,11 +286,9 @@ def optimistic_pld(event: dp_event.DpEvent) -> pld_lib.PrivacyLossDistribution:
     raise AssertionError(f"no PLD for {event}")
 
 
-def lower_bound(
-    upfront: list[dp_event.DpEvent], phases: list[tuple[dp_event.DpEvent, int]], t: int, delta: float
-) -> float:
-    """A lower bound on the true ε(δ) of the first t steps: optimistic PLDs, composed."""
-    parts = [optimistic_pld(e) for e in upfront] + [optimistic_pld(e).self_compose(n) for e, n in counts_at(phases, t)]
+def lower_bound(releases: list[tuple[dp_event.DpEvent, int]], delta: float) -> float:
+    """A lower bound on the true ε(δ) of `releases` (event, count): optimistic PLDs, composed."""
+    parts = [optimistic_pld(e).self_compose(n) for e, n in releases if n]
     if not parts:
         return 0.0
     total = parts[0]
@@ -242,9 +298,8 @@ def lower_bound(
 
 
 def lower_bounds(run: RunRecord, steps_done: int) -> dict[int, float]:
-    upfront, phases, _ = mechanism(run)
     points = np.unique(np.linspace(0, steps_done, LOWER_BOUND_POINTS + 1).round().astype(int)[1:])
-    return {int(t): lower_bound(upfront, phases, int(t), run.plan["delta"]) for t in points}
+    return {int(t): lower_bound(released(run, int(t)), run.plan["delta"]) for t in points}
 
 
 def bound_at(bounds: dict[int, float], t: int) -> float:
@@ -326,7 +381,7 @@ def test_the_reported_epsilon_is_the_tightest_accountants_and_a_cancelled_run_re
         if result.get("epsilons"):
             assert result["epsilon"] == min(result["epsilons"].values())
             assert result["epsilons"][result["accountant"]] == result["epsilon"]
-    (cancelled,) = [r for r in runs if r.status is RunStatus.CANCELLED]
+    (cancelled,) = [r for r in runs if r.status is RunStatus.CANCELLED and not r.earlier_attempts]
     steps = cancelled.result["steps"] if cancelled.result else cancelled.progress_step
     assert 0 < steps < cancelled.total_steps
     live = [v for step, name, v in store.metrics(cancelled.id) if name == "epsilon" and step == steps]
@@ -352,9 +407,67 @@ def test_a_stacks_joint_epsilon_bounds_releasing_all_its_members(audited):
         q, steps = members[0].plan["sampling_rate"], members[0].plan["steps"]
         step = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(float(sigma_joint[0])))
         upfront = mechanism(members[0])[0]
-        bound = lower_bound(upfront, [(step, steps)], steps, stack["joint_delta"])
+        bound = lower_bound([*((event, 1) for event in upfront), (step, steps)], stack["joint_delta"])
         assert joint >= bound * (1 - 1e-9), (joint, bound)
         assert joint >= max(m.result["epsilon"] for m in members)
+
+
+def test_releasing_the_best_of_a_stacked_grid_is_charged_its_stacks_shared_lots(audited):
+    """A fixed grid that trained as one stack: picking its best looks at every member's transcript, and the
+    members shared every Poisson lot, so the selection costs (at least) the joint mechanism: one sampled Gaussian at
+    σ_joint per step, rebuilt here from the stored plans. Composing the members as independent runs is below it."""
+    store, _ = audited
+    checked = 0
+    for sweep in store.list_sweeps():
+        runs = [store.get_run(run_id) for run_id in sweep.run_ids]
+        assert len({run.stack_id for run in runs}) == 1 and runs[0].stack_id is not None
+        found = privacy_of_sweep(
+            sweep.spec, [RunToRelease.of_record(r.spec, stack=r.stack_id, plan=r.plan) for r in runs]
+        )
+        sigmas = [s for run in runs for s, _ in phase_sigmas(run.plan)]
+        sigma_joint = sum(s**-2 for s in sigmas) ** -0.5
+        plan = runs[0].plan
+        step = dp_event.PoissonSampledDpEvent(plan["sampling_rate"], dp_event.GaussianDpEvent(sigma_joint))
+        upfront = [(event, 1) for event in mechanism(runs[0])[0]]  # one PCA release: the members share its key
+        bound = lower_bound([*upfront, (step, plan["steps"])], found.delta)
+        assert found.composition_epsilon >= bound * (1 - 1e-9), (found.composition_epsilon, bound)
+        assert found.stacks == 1 and found.headline_epsilon == found.composition_epsilon
+        independent = lower_bound(
+            [*upfront * len(runs), (step, 0)] + [(mechanism(r)[1][0][0], plan["steps"]) for r in runs], found.delta
+        )
+        assert found.separate_epsilon >= independent * (1 - 1e-9)
+        assert found.separate_epsilon < found.composition_epsilon  # sharing lots costs more than drawing apart
+        checked += 1
+    assert checked == 2
+
+
+@pytest.mark.parametrize("noise", ["release", "reproducible"])
+def test_a_restarted_run_is_charged_what_every_attempt_released(audited, noise):
+    """Stopped after ≥ 40 (release mode) or ≥ 60 (lab mode) steps, then cancelled after ≥ 20 of its second attempt:
+    the release-mode run released both attempts (fresh noise), the lab-mode run the longer one (the same noise).
+    Every ε it shows is checked against dp-accounting above; here, that the plan carries the first attempt and
+    the final ε is dp-accounting's RDP of everything released, above this attempt's own."""
+    store, runs = audited
+    (run,) = [
+        r for r in runs if r.plan and r.plan.get("earlier_attempts") and r.spec.get("noise", "reproducible") == noise
+    ]
+    (first,) = run.plan["earlier_attempts"]
+    assert first >= (40 if noise == "release" else 60)
+    assert run.plan["earlier_noise"] == ("fresh" if noise == "release" else "replayed")
+    assert [a["steps"] for a in store.get_run(run.id).earlier_attempts] == [first]
+    steps = run.result["steps"]
+    assert steps == 20 < first
+    expected = rdp_epsilons(run, [steps])[steps]
+    assert run.result["epsilons"]["rdp"] == pytest.approx(expected, rel=1e-9)
+    restart = run.result["restart"]
+    assert restart["earlier_attempts"] == [first]
+    assert run.result["epsilon"] > restart["epsilon_this_attempt"]
+    assert "Restarted" in run.result["privacy_statement"]
+    live = {step: value for step, name, value in store.metrics(run.id) if name == "epsilon"}
+    assert live[0] > 0  # the curve starts where the first attempt left off
+    if noise == "release":
+        alone = lower_bound([(e, 1) for e in mechanism(run)[0]] + counts_at(mechanism(run)[1], first + steps), 1e-5)
+        assert run.result["epsilon"] >= alone  # at least first + steps steps of one run
 
 
 def test_a_non_private_run_shows_no_finite_epsilon(audited):
