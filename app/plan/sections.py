@@ -9,7 +9,7 @@ from streamlit.delta_generator import DeltaGenerator
 from app import services
 from app.common import charts, handoff
 from app.common.choices import EPSILONS
-from engine.privacy import Panel
+from engine.privacy import Panel, epsilon_text
 
 CUSTOM = "custom"
 LOT_SIZE, SAMPLING_RATE = "Lot size L", "Sampling rate q"
@@ -171,7 +171,7 @@ def headline(plan: services.PrivacyPlan) -> DeltaGenerator:
     )
     cols[3].metric(
         "ε by RDP",
-        f"{plan.rdp_epsilon:.3f}",
+        epsilon_text(plan.rdp_epsilon, ".3f"),
         help=f"After all T steps at δ = {settings.delta:.3g} (best RDP order α = {plan.best_order:g}). Runs track "
         "their live ε with RDP.",
     )
@@ -181,7 +181,7 @@ def headline(plan: services.PrivacyPlan) -> DeltaGenerator:
 def tightest_epsilon(slot: DeltaGenerator, name: str, epsilon: float) -> None:
     slot.metric(
         "ε, tightest bound",
-        f"{epsilon:.3f}",
+        epsilon_text(epsilon, ".3f"),
         delta=f"by {charts.ACCOUNTANT_LABELS[name]}",
         delta_color="off",
         delta_arrow="off",

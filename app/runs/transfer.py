@@ -14,14 +14,16 @@ from cache.archive.format import ArchiveError
 PRIVATE_DIAGNOSTICS_WARNING = (
     "**Private diagnostics: not covered by ε.** The archive will also hold what was computed on the private "
     "training data and never released: each step's loss, accuracy and size of the lot, the share clipped, "
-    "gradient-norm quantiles, realized regret, step timings, and the error text of failed runs on uploaded CSVs "
+    "gradient-norm quantiles, realized regret, step timings, each run's duration and exact times, and the error "
+    "text of failed runs on uploaded CSVs "
     "(which may quote a cell of the file). No ε bounds what they reveal about the people in "
     "the data. Keep the archive inside the lab; do not publish or share it as differentially private. Its "
     "manifest records that it holds them."
 )
 RELEASED_ONLY_NOTE = (
     "The archive holds released values only: specs, results, status history and, per step, ε by accountant, "
-    "test-set accuracy and loss, and the epoch. Diagnostics computed on the private training data stay here."
+    "test-set accuracy and loss, and the epoch. Diagnostics computed on the private training data stay here, "
+    "and so do the runs' durations (they follow the private lot sizes): its times are floored to the UTC day."
 )
 
 
@@ -47,7 +49,8 @@ def export_form() -> None:
         value=False,
         key="runs_export_private",
         help="Values computed on the private training data that the dashboard shows but never releases (lot loss, "
-        "accuracy and size, clip fraction, gradient-norm quantiles, regret, step timings). Off: they stay here.",
+        "accuracy and size, clip fraction, gradient-norm quantiles, regret, step timings, run durations and exact "
+        "times). Off: they stay here, and the archive's times are floored to the UTC day.",
     )
     if private:
         st.warning(PRIVATE_DIAGNOSTICS_WARNING, icon=":material/warning:")
@@ -128,7 +131,8 @@ def import_form() -> None:
     if preview.private_diagnostics:
         st.warning(
             "**This archive holds private diagnostics**: values computed on its runs' training data that no ε "
-            "covers (its exporter opted in, or exported before that was an opt-in). Keep it inside the lab.",
+            "covers (its exporter opted in, or an older lab exported it when every export carried them, exact run "
+            "timings included). Keep it inside the lab.",
             icon=":material/warning:",
         )
     serve = st.checkbox(

@@ -14,6 +14,7 @@ from engine.privacy import (
     PrivacyLedger,
     calibrate_noise_multiplier,
     dpsgd_step_event,
+    epsilon_text,
     panel,
     privacy_statement,
     rdp_curve,
@@ -205,8 +206,8 @@ def plan_warnings(plan: PrivacyPlan, accounts: Panel) -> list[str]:
         )
     if epsilon > EPSILON_WARNING:
         warnings.append(
-            f"ε = {epsilon:.3g} (by {ACCOUNTANTS[name].short}) is above {EPSILON_WARNING:g}: the guarantee is weak "
-            "(e^ε bounds how much more likely any outcome becomes). Raise σ or train fewer epochs."
+            f"ε = {epsilon_text(epsilon)} (by {ACCOUNTANTS[name].short}) is above {EPSILON_WARNING:g}: the guarantee "
+            "is weak (e^ε bounds how much more likely any outcome becomes). Raise σ or train fewer epochs."
         )
     if plan.steps > MAX_TRAINING_STEPS:
         warnings.append(

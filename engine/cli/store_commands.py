@@ -175,8 +175,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also export what was computed on the private training data and is not released (each "
         "step's lot loss, accuracy and size, clip fraction, gradient-norm quantiles, regret, "
-        "timings): no epsilon covers them; the manifest records the choice. Default: released "
-        "values only (epsilon by step, test-set accuracy and loss, epoch)",
+        "step timings, each run's duration and exact times): no epsilon covers them; the manifest records "
+        "the choice. Default: released values only (epsilon by step, test-set accuracy and loss, epoch; "
+        "no durations, times floored to the UTC day)",
     )
     p.set_defaults(func=cmd_export)
 

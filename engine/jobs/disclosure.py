@@ -10,11 +10,17 @@ share of the lot clipped, the quantiles of its per-example gradient norms, the o
 realized regret (private and non-private), and each step's wall time (which follows the realized
 Poisson lot size).
 
+A run's own timings follow the same lot sizes (noisy GD does one full pass a step, so its duration tracks N):
+the result's `seconds` (and any field named like a duration or rate) is a private diagnostic, and a default
+export floors every timestamp of a run (created, started, finished, each status event) and of a sweep to the
+UTC day (`day_of`), which keeps their order. With the opt-in they travel exact.
+
 An export keeps only the released metrics unless the user opts in (`include_private_diagnostics`); a
 metric name this module does not know is treated as private. The error text of a run on an uploaded CSV
 (and its status history's details) may quote a cell of the private file, so it is withheld likewise. A
-run's result is kept, less any field named like a private diagnostic, wherever it is nested (the trainer's
-result holds none today; this is the guard against one that would).
+run's result is kept, less any field named like a private diagnostic, wherever it is nested (of the trainer's
+result, `seconds` alone; the names are the guard against a new one). Since a default export may leave
+`seconds` out, an imported result need not have it (`engine.jobs.run_schema`).
 """
 
 from collections.abc import Mapping
@@ -47,17 +53,23 @@ PRIVATE_RESULT_STEMS = (
     "grad_norm",
     "clip_fraction",
     "regret_nonprivate",
+    "seconds",  # the run's wall time (`TrainResult.seconds`): it follows the realized lot sizes
+    "per_second",  # a rate of steps or examples: the same
+    "elapsed",
 )
+DAY_S = 86_400  # a default export's timestamps are floored to the UTC day
 DIAGNOSTICS_NOTE = {
     False: (
         "Per-step metrics hold only released values: epsilon by step for each accountant, accuracy and loss on "
         "the held-out test set, and the epoch. Diagnostics computed on the private training data (which no "
-        "epsilon covers) were left out, and so were the error texts of failed runs on uploaded CSVs."
+        "epsilon covers) were left out, and so were the error texts of failed runs on uploaded CSVs. Run timings "
+        "follow the private lot sizes: durations were left out and every timestamp of a run or sweep is floored "
+        "to the UTC day."
     ),
     True: (
         "Holds private diagnostics computed on the training data (the loss, accuracy and size of each step's "
-        "lot, the share clipped, gradient-norm quantiles, realized regret, step timings, the error text of "
-        "failed runs on uploaded CSVs). No epsilon covers "
+        "lot, the share clipped, gradient-norm quantiles, realized regret, step timings, each run's duration and "
+        "exact timestamps, the error text of failed runs on uploaded CSVs). No epsilon covers "
         "them: do not publish or share this archive as differentially private."
     ),
 }
@@ -84,6 +96,17 @@ def is_released_metric(name: str) -> bool:
 def is_private_field(name: str) -> bool:
     """Whether a result field holds a private diagnostic (by its name)."""
     return name in PRIVATE_DIAGNOSTICS or any(stem in name for stem in PRIVATE_RESULT_STEMS)
+
+
+def day_of(at: float) -> float:
+    """A timestamp (seconds since the epoch) floored to the start of its UTC day: order is kept, durations
+    within a day are not."""
+    return float(at // DAY_S * DAY_S)
+
+
+def exact_time(at: float | None) -> bool:
+    """Whether a timestamp says more than its UTC day (a default export's never does)."""
+    return at is not None and at % DAY_S != 0
 
 
 def public_result(result: Mapping[str, Any] | None) -> dict[str, Any] | None:

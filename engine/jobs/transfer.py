@@ -6,13 +6,17 @@ Only terminal runs (finished, failed, cancelled) are exported; queued and runnin
 and listed as such. An export carries the runs' released values only (`engine.jobs.disclosure`): the
 per-step diagnostics computed on private training data (lot loss and accuracy, lot size, clip fraction,
 gradient-norm quantiles, ...), which no ε covers, travel only when the user opts in
-(`include_private_diagnostics`), and the archive's manifest says which it is.
+(`include_private_diagnostics`), and the archive's manifest says which it is. So do a run's timings, which
+follow its realized lot sizes: by default its result has no `seconds` and its timestamps (created,
+started, finished, each status event; a sweep's creation) are floored to the UTC day.
 
 An import is all or nothing: the archive is validated completely before the store is touched, and its
 runs land in one transaction. It streams (`cache.archive.reader`), so its memory does not grow with
 the archive. A run id already in the store is skipped, never overwritten, so importing the same archive
 twice changes nothing the second time. Archives of either kind import, and so do those written before
 the opt-in existed (their manifest says nothing of it: read as holding diagnostics if they hold metrics).
+An archive whose runs hold a private result field or a time finer than its day (one written before timings
+were coarsened) is reported as holding private diagnostics, whatever its manifest says.
 
 Every imported run is checked against the shape the pages read (`engine.jobs.run_schema`), whatever
 engine made it. An archive's cache keys are not trusted, nor are its results: an imported run never
@@ -43,11 +47,14 @@ from engine import ENGINE_VERSION
 from engine.jobs.disclosure import (
     DIAGNOSTICS_NOTE,
     WITHHELD_ERROR,
+    day_of,
+    exact_time,
     is_released_metric,
     public_result,
     quotes_uploaded_values,
 )
 from engine.jobs.run_schema import RunShapeError, check_shown_fields
+from engine.privacy.accountants.curve import epsilons_as_inf, is_epsilon_name, unbounded_as_inf
 from engine.training import SpecError, parse_spec
 from engine.training.datasets import CSV_PREFIX
 
@@ -96,7 +103,7 @@ class ArchiveSummary:
     engine_version: str
     created_at: float
     includes_metrics: bool
-    private_diagnostics: bool  # the manifest's word (an archive from before the opt-in: whether it has metrics)
+    private_diagnostics: bool  # the manifest's word (before the opt-in: whether it has metrics), or exact timings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,6 +166,7 @@ def prepare_export(
         raise ArchiveError(
             "no finished, failed or cancelled run to export" + (f" ({active}: still active)" * bool(active))
         )
+    archive = unbounded_as_infinity(archive)
     if not include_private_diagnostics:
         archive = released_only(archive)
     archive = replace(
@@ -176,12 +184,47 @@ def prepare_export(
     )
 
 
-def released_only(archive: Archive) -> Archive:
-    """The archive less what was computed on private training data: only released metric rows, and results
-    without private-diagnostic fields."""
-    metrics = {run_id: [row for row in rows if is_released_metric(row[1])] for run_id, rows in archive.metrics.items()}
-    runs = tuple(without_uploaded_values(replace(run, result=public_result(run.result))) for run in archive.runs)
+def unbounded_as_infinity(archive: Archive) -> Archive:
+    """The archive with every unbounded ε written ∞ (JSON `Infinity`, CSV `inf`): a run recorded before the
+    composition curves kept ∞ holds the largest float (1.8e308) in its place, in its result and metrics."""
+    metrics = {
+        run_id: [
+            (step, name, unbounded_as_inf(value) if is_epsilon_name(name) else value) for step, name, value in rows
+        ]
+        for run_id, rows in archive.metrics.items()
+    }
+    runs = tuple(replace(run, result=epsilons_as_inf(run.result)) for run in archive.runs)
     return replace(archive, runs=runs, metrics=metrics)
+
+
+def released_only(archive: Archive) -> Archive:
+    """The archive less what was computed on private training data: only released metric rows, results
+    without private-diagnostic fields (`seconds` among them), and timestamps floored to the UTC day."""
+    metrics = {run_id: [row for row in rows if is_released_metric(row[1])] for run_id, rows in archive.metrics.items()}
+    runs = tuple(
+        day_timings(without_uploaded_values(replace(run, result=public_result(run.result)))) for run in archive.runs
+    )
+    sweeps = tuple(replace(sweep, created_at=day_of(sweep.created_at)) for sweep in archive.sweeps)
+    return replace(archive, runs=runs, metrics=metrics, sweeps=sweeps)
+
+
+def day_timings(run: ArchivedRun) -> ArchivedRun:
+    """The run with every timestamp floored to its UTC day: their order is kept (so created ≤ started ≤ finished
+    still holds), the run's duration is not (it follows the realized lot sizes)."""
+    return replace(
+        run,
+        created_at=day_of(run.created_at),
+        started_at=None if run.started_at is None else day_of(run.started_at),
+        finished_at=None if run.finished_at is None else day_of(run.finished_at),
+        events=tuple(replace(e, at=day_of(e.at)) for e in run.events),
+    )
+
+
+def holds_private_values(run: ArchivedRun) -> bool:
+    """Whether an archived run holds what a default export leaves out and can be seen in it: a private result
+    field (`seconds`, ...) or a time finer than its UTC day (an archive from before timings were coarsened)."""
+    times = (run.created_at, run.started_at, run.finished_at, *(e.at for e in run.events))
+    return any(exact_time(t) for t in times) or public_result(run.result) != run.result
 
 
 def without_uploaded_values(run: ArchivedRun) -> ArchivedRun:
@@ -223,9 +266,11 @@ def import_runs(store: Store, data: Source, *, serve_from_cache: bool = False) -
     `serve_from_cache`: the user's explicit choice to let the archive's finished runs of this engine
     version answer identical submissions here (cache hits, marked imported). Off by default: results
     computed elsewhere never pass for local training unless the user trusts their source."""
+    exact = False  # whether a run holds exact timings or a private result field, whatever the manifest says
     with ArchiveReader(data) as reader:
         for run in reader.runs():
             rekey(run, serve_from_cache=serve_from_cache)
+            exact = exact or holds_private_values(run)
             for _ in reader.metric_rows(run.id):
                 pass
         for _ in reader.sweeps():
@@ -244,7 +289,7 @@ def import_runs(store: Store, data: Source, *, serve_from_cache: bool = False) -
     with ArchiveReader(data) as reader:
         done = insert_runs(store, keyed_runs(reader), reader.metric_rows, reader.sweeps())
         version, created = reader.engine_version, reader.manifest["created_at"]
-        private = reader.manifest["private_diagnostics"]
+        private = reader.manifest["private_diagnostics"] or exact
     kept = set(done.imported)
     return ImportReport(
         imported=done.imported,
@@ -292,10 +337,12 @@ def summarize_archive(data: Source) -> ArchiveSummary:
     """What an archive holds, read and checked in full (every run as an import checks it) without
     touching a store and without keeping its rows: a preview before an import."""
     statuses: list[str] = []
+    exact = False
     with ArchiveReader(data) as reader:
         for run in reader.runs():
             rekey(run)
             statuses.append(run.status.value)
+            exact = exact or holds_private_values(run)
             for _ in reader.metric_rows(run.id):
                 pass
         sweeps = sum(1 for _ in reader.sweeps())
@@ -308,5 +355,5 @@ def summarize_archive(data: Source) -> ArchiveSummary:
         engine_version=manifest["engine_version"],
         created_at=manifest["created_at"],
         includes_metrics=manifest["includes_metrics"],
-        private_diagnostics=manifest["private_diagnostics"],
+        private_diagnostics=manifest["private_diagnostics"] or exact,
     )

@@ -10,7 +10,8 @@ Each release's ε₀(δ₀) is the inverse of its exact single-occurrence privac
   grid (steps of 0.085%).
 
 - Naive (basic) composition, Dwork–Roth Thm 3.16: Σᵢ εᵢ with δ = Σᵢ δᵢ (δ split evenly over the K
-  occurrences so far).
+  occurrences so far). A release with no finite ε₀ at its δᵢ makes the sum ∞ (`math.inf`, never the largest
+  float, which `np.nan_to_num` would put in its place); so does it in advanced composition.
 - Advanced composition, Dwork–Roth Thm 3.20 (Dwork, Rothblum, Vadhan 2010): for any δ' > 0,
   ε' = √(2 ln(1/δ') Σᵢ εᵢ²) + Σᵢ εᵢ(e^εᵢ − 1) with δ = δ' + Σᵢ δᵢ. For equal εᵢ this is the
   theorem's √(2k ln(1/δ')) ε + k ε(e^ε − 1); its proof (Azuma's inequality over per-step privacy
@@ -84,8 +85,8 @@ def naive_curve(ledger: PrivacyLedger, *, delta: float, steps: np.ndarray | None
     counts = ledger.counts_at(steps).astype(np.float64)
     occurrences = np.maximum(counts.sum(axis=1), 1.0)
     eps0 = _per_release_epsilons(ledger, delta / occurrences)
-    with np.errstate(invalid="ignore"):
-        eps = np.nan_to_num(counts * eps0, nan=0.0).sum(axis=1)
+    with np.errstate(invalid="ignore"):  # 0 × ∞: an uncharged release adds nothing; ∞ stays ∞ (no finite bound)
+        eps = np.nan_to_num(counts * eps0, nan=0.0, posinf=np.inf).sum(axis=1)
     return EpsilonCurve(accountant="naive", delta=delta, steps=steps, epsilons=eps)
 
 
@@ -103,8 +104,8 @@ def advanced_epsilons(
         for column, release in enumerate(ledger.releases):
             eps0 = release_epsilons(release.event, ledger.neighboring, per_occurrence)
             count = counts[:, column]
-            squares += np.nan_to_num(count * eps0**2, nan=0.0)
-            drift += np.nan_to_num(count * eps0 * np.expm1(eps0), nan=0.0)
+            squares += np.nan_to_num(count * eps0**2, nan=0.0, posinf=np.inf)  # ∞ stays ∞, never the largest float
+            drift += np.nan_to_num(count * eps0 * np.expm1(eps0), nan=0.0, posinf=np.inf)
         return np.sqrt(2 * np.log(1 / (fractions[..., None] * delta)) * squares) + drift
 
 

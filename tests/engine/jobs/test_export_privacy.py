@@ -12,9 +12,11 @@ from cache import RunStatus, Store
 from cache.archive.reader import read_archive
 from engine import ENGINE_VERSION
 from engine.jobs.disclosure import (
+    DAY_S,
     PRIVATE_DIAGNOSTICS,
     RELEASED_METRICS,
     WITHHELD_ERROR,
+    day_of,
     is_private_field,
     is_released_metric,
     public_result,
@@ -92,12 +94,14 @@ def test_every_metric_a_run_records_is_classified_released_or_private():
     assert not is_released_metric("epsilon_") and not is_released_metric("some_new_metric")
 
 
-def test_no_result_field_of_the_trainer_is_private_and_private_ones_are_dropped_at_any_depth():
-    """Every TrainResult field is released (a new one named like a diagnostic would be dropped from exports)."""
-    assert not [f.name for f in dataclasses.fields(TrainResult) if is_private_field(f.name)]
+def test_every_result_field_of_the_trainer_but_its_duration_is_released_and_private_ones_are_dropped_at_any_depth():
+    """Every TrainResult field but `seconds` (the run's wall time, which follows the realized lot sizes) is released;
+    a new one named like a diagnostic, a duration or a rate would be dropped from exports."""
+    assert [f.name for f in dataclasses.fields(TrainResult) if is_private_field(f.name)] == ["seconds"]
+    assert all(is_private_field(n) for n in ("warmup_seconds", "steps_per_second", "elapsed_s", "elapsed_total"))
     result = result_for(3) | PRIVATE_RESULT_FIELDS | {"stack": {"members": 2, "clip_fraction": 0.4}}
     cleaned = public_result(result)
-    assert cleaned == result_for(3) | {"stack": {"members": 2}}
+    assert cleaned == {k: v for k, v in result_for(3).items() if k != "seconds"} | {"stack": {"members": 2}}
     assert public_result(None) is None and result["lot_size"] == 61  # the input is left as it was
 
 
@@ -152,7 +156,8 @@ def test_private_diagnostics_travel_only_on_the_opt_in_which_the_manifest_record
 
 @pytest.mark.parametrize("includes_metrics", [True, False])
 def test_an_archive_from_before_the_opt_in_still_imports(tmp_path, includes_metrics):
-    """Its manifest has no private_diagnostics: read as holding them whenever it holds metrics (every export did)."""
+    """Its manifest has no private_diagnostics: read as holding them whenever it holds metrics (every export did),
+    and whenever its runs carry exact timings (every export did)."""
     source = Store(tmp_path / "source.sqlite3")
     run_id = diagnosed_run(source)
     new = prepare_export(source, [run_id], include_metrics=includes_metrics, include_private_diagnostics=True).data
@@ -162,8 +167,9 @@ def test_an_archive_from_before_the_opt_in_still_imports(tmp_path, includes_metr
 
     old = edit_json("manifest.json", old_manifest)(new)
     assert "private_diagnostics" not in json.loads(unzip(old)["manifest.json"])
-    assert read_archive(old).private_diagnostics is includes_metrics
-    assert summarize_archive(old).private_diagnostics is includes_metrics
+    assert read_archive(old).private_diagnostics is includes_metrics  # the manifest's word
+    # ...but its runs carry their exact timings (`seconds`, times to the second), as every export did then
+    assert summarize_archive(old).private_diagnostics is True
     store = Store(tmp_path / "target.sqlite3")
     assert import_runs(store, old).imported == (run_id,)
     assert store.metrics(run_id) == (source.metrics(run_id) if includes_metrics else [])
@@ -211,3 +217,104 @@ def test_a_failed_upload_runs_error_quoting_a_cell_is_withheld_unless_asked(tmp_
     assert [e["detail"] for e in default[upload_run]["events"] if e["status"] == "failed"] == [WITHHELD_ERROR]
     assert default[builtin_run]["error"] == quoted
     assert exported(True)[upload_run]["error"] == quoted
+
+
+# ---------------------------------------------------------------------------------------- timings
+
+
+def timed_runs(store: Store) -> tuple[list[str], str]:
+    """A finished and a cancelled run with every diagnostic, and a sweep of both (its own creation time)."""
+    ids = [diagnosed_run(store), diagnosed_run(store, RunStatus.CANCELLED, seed=1)]
+    sweep_id, _ = store.create_sweep(
+        spec={"name": "seeds", "grid": {"seed": [0, 1]}},
+        name="seeds",
+        members=[({"seed": 0}, ids[0]), ({"seed": 1}, ids[1])],
+    )
+    return ids, sweep_id
+
+
+def times_of(run: dict) -> list[float]:
+    """A run's timestamps as the archive holds them: created, started, finished, then each status event's."""
+    return [run["created_at"], run["started_at"], run["finished_at"], *(e["at"] for e in run["events"])]
+
+
+def source_times(store: Store, run_id: str) -> list[float]:
+    run = store.get_run(run_id)
+    return [run.created_at, run.started_at, run.finished_at, *(e.at for e in store.events(run_id))]
+
+
+def test_a_default_export_holds_no_duration_and_only_day_floored_times(tmp_path):
+    """A run's timings follow its realized (private) lot sizes: by default its result has no `seconds` and every
+    timestamp of the run, its status history and its sweep is floored to the UTC day, in order; it imports."""
+    source = Store(tmp_path / "source.sqlite3")
+    ids, sweep_id = timed_runs(source)
+    assert any(t % DAY_S for run_id in ids for t in source_times(source, run_id))  # the store's are exact
+    export = prepare_export(source, ids, sweep_id=sweep_id)
+    members = unzip(export.data)
+    assert "UTC day" in json.loads(members["manifest.json"])["privacy_note"]
+    runs = {run["id"]: run for run in json.loads(members["runs.json"])}
+    for run_id in ids:
+        run = runs[run_id]
+        assert "seconds" not in result_keys(run["result"]) and source.get_run(run_id).result["seconds"] == 1.5
+        times = times_of(run)
+        assert times == [day_of(t) for t in source_times(source, run_id)], run_id
+        assert all(t % DAY_S == 0 for t in times) and run["events"]
+        assert run["created_at"] <= run["started_at"] <= run["finished_at"]
+        assert [e["at"] for e in run["events"]] == sorted(e["at"] for e in run["events"])
+    [sweep] = json.loads(members["sweeps.json"])
+    assert sweep["created_at"] == day_of(source.get_sweep(sweep_id).created_at)
+
+    assert summarize_archive(export.data).private_diagnostics is False
+    store = Store(tmp_path / "target.sqlite3")
+    report = import_runs(store, export.data)
+    assert set(report.imported) == set(ids) and report.archive_private_diagnostics is False
+    for run_id in ids:
+        assert source_times(store, run_id) == [day_of(t) for t in source_times(source, run_id)]
+        assert "seconds" not in store.get_run(run_id).result
+    assert import_runs(store, export.data).imported == ()  # and again: nothing changes
+
+
+def test_with_private_diagnostics_an_export_holds_the_exact_timings(tmp_path):
+    source = Store(tmp_path / "source.sqlite3")
+    ids, sweep_id = timed_runs(source)
+    export = prepare_export(source, ids, sweep_id=sweep_id, include_private_diagnostics=True)
+    members = unzip(export.data)
+    runs = {run["id"]: run for run in json.loads(members["runs.json"])}
+    for run_id in ids:
+        assert runs[run_id]["result"]["seconds"] == 1.5
+        assert times_of(runs[run_id]) == source_times(source, run_id)
+    assert json.loads(members["sweeps.json"])[0]["created_at"] == source.get_sweep(sweep_id).created_at
+    assert "exact timestamps" in json.loads(members["manifest.json"])["privacy_note"]
+    store = Store(tmp_path / "target.sqlite3")
+    assert import_runs(store, export.data).archive_private_diagnostics is True
+    for run_id in ids:
+        assert source_times(store, run_id) == source_times(source, run_id)
+        assert store.get_run(run_id).result["seconds"] == 1.5
+
+
+@pytest.mark.parametrize("timing", ["seconds", "times"])
+def test_an_archive_whose_runs_carry_exact_timings_is_flagged_whatever_its_manifest_says(tmp_path, timing):
+    """A default export written before timings were coarsened says `private_diagnostics: false` but carries each
+    run's `seconds` and exact times: the preview and the import report say it holds private diagnostics."""
+    source = Store(tmp_path / "source.sqlite3")
+    run_id = diagnosed_run(source)
+    default = prepare_export(source, [run_id]).data
+    exact = {
+        "seconds": lambda runs: runs[0]["result"].update(seconds=1.5),
+        "times": lambda runs: runs[0].update(finished_at=source.get_run(run_id).finished_at),
+    }[timing]
+    older = edit_json("runs.json", exact)(default)
+    assert json.loads(unzip(older)["manifest.json"])["private_diagnostics"] is False
+    assert summarize_archive(default).private_diagnostics is False
+    assert summarize_archive(older).private_diagnostics is True
+    store = Store(tmp_path / "target.sqlite3")
+    report = import_runs(store, older)
+    assert report.imported == (run_id,) and report.archive_private_diagnostics is True
+
+
+def test_day_of_floors_to_the_utc_day_and_keeps_order():
+    midnight = 1_717_200_000.0  # 2024-06-01T00:00:00Z
+    assert midnight % DAY_S == 0
+    times = [midnight - 0.5, midnight, midnight + 1e-6, midnight + DAY_S - 1e-3, midnight + DAY_S, 12.0]
+    assert [day_of(t) for t in times] == [midnight - DAY_S, midnight, midnight, midnight, midnight + DAY_S, 0.0]
+    assert all(day_of(a) <= day_of(b) for a, b in zip(sorted(times), sorted(times)[1:], strict=False))
