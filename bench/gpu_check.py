@@ -11,6 +11,9 @@ Checks (each prints PASS or FAIL with its figure):
   CUDA generator, while the main stream is busy.
 - **engine** — `train` on the GPU with the graphed step against the eager stages: the same lot sizes and ε at every
   step, test accuracies side by side, loop times.
+- **privacy** — an audited run with a tenth of its claimed noise is caught (its gradient canaries placed by the
+  public profile measured on the GPU), and a stack whose members restarted charges the earlier attempt in each
+  member's ε and in the joint ε.
 
 Figures: the `throughput` suite (graphed and eager against non-private), the `opacus` suite (the graphed engine
 step against every Opacus mode) and the `sweep` suite's stack of 8 against one run (each graphed and eager), with
@@ -25,20 +28,22 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from bench import opacus_compare, sweep, throughput
+from bench import audit, opacus_compare, sweep, throughput
 from bench.timing import Timing
 from engine.jobs.settings import default_data_dirs
-from engine.training import load_dataset, parse_spec, plan_run, train
+from engine.training import StackMember, load_dataset, parse_spec, plan_run, plan_spec, train, train_stack
 from engine.training.algorithms.dpsgd import clip_and_accumulate
 from engine.training.algorithms.stacked import StackedClipper
 from engine.training.algorithms.stacked.clipping import clipped_sum_in_chunks
 from engine.training.algorithms.stacked.step_graph import StackStepGraph
 from engine.training.algorithms.step_graph import StepGraph
 from engine.training.clipping import BookKeepingClipper
+from engine.training.config.examples import digits_demo_spec
 from engine.training.features.models import build_model
 from engine.training.noise import add_gaussian_noise
 from engine.training.noise_ahead import NoiseAhead
@@ -185,6 +190,42 @@ def engine_check(device: torch.device) -> list[dict]:
     return records
 
 
+def privacy_checks(device: torch.device) -> list[dict]:
+    """On the GPU: an audit catches a run with a tenth of its claimed noise (its canaries placed by a profile
+    measured on the device), and a restarted stack charges its earlier attempt in each member's ε and its joint ε."""
+    data = load_dataset("digits")
+    spec = parse_spec(digits_demo_spec(target_epsilon=1.0, audit={"canaries": 500, "kind": "gradient"}))
+    with audit.noise_cut(0.1):
+        caught = train(spec, plan=plan_spec(spec), dataset=data, device=device)
+    records = [
+        check(
+            "audit catches a tenth of the noise",
+            caught.audit["epsilon"] > caught.epsilon,
+            f"claimed ε {caught.epsilon:.3f}, audited ε̂ {caught.audit['epsilon']:.3f} (ceiling "
+            f"{caught.audit['ceiling']:.3f})",
+        )
+    ]
+    members = []
+    for sigma in (1.0, 2.0):
+        raw = digits_demo_spec(noise_multiplier=sigma, noise="release", epochs=2)
+        member = parse_spec({k: v for k, v in raw.items() if k != "target_epsilon"})
+        members.append(StackMember(spec=member, plan=replace(plan_spec(member), earlier_attempts=(30,))))
+    restarted = train_stack(members, dataset=data, device=device)
+    alone = train_stack([replace(m, plan=replace(m.plan, earlier_attempts=())) for m in members], dataset=data)
+    charged = all(r.epsilon > r.restart["epsilon_this_attempt"] for r in restarted)
+    joint, joint_alone = restarted[0].stack["joint_epsilon"], alone[0].stack["joint_epsilon"]
+    records.append(
+        check(
+            "restarted stack charged",
+            charged and joint > joint_alone,
+            f"members' ε {[round(r.epsilon, 3) for r in restarted]} over this attempt's "
+            f"{[round(r.restart['epsilon_this_attempt'], 3) for r in restarted]}; joint ε {joint:.3f} over "
+            f"{joint_alone:.3f}",
+        )
+    )
+    return records
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("."), help="folder for gpu.json")
@@ -200,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         ("stack_graph", lambda: stack_graph_checks(device)),
         ("noise_ahead", lambda: noise_ahead_check(device)),
         ("engine", lambda: engine_check(device)),
+        ("privacy", lambda: privacy_checks(device)),
         ("throughput", lambda: throughput.run(timing=GPU_TIMING)),
         ("sweep", lambda: sweep.run(False, settings=GPU_SWEEP)),
         ("opacus", lambda: opacus_compare.run(device=device, settings=GPU_OPACUS)),

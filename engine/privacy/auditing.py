@@ -144,6 +144,20 @@ def audit_scores(
     )
 
 
+def sampled_shift_log_ratio(residual: np.ndarray, *, variance: np.ndarray | float, rate: float) -> np.ndarray:
+    """log [((1 − q)·N(r; 0, s²) + q·N(r; 1, s²)) / N(r; 0, s²)] for each residual r, s² = `variance`, q = `rate`:
+    Neyman–Pearson's statistic for one release of a sum that holds a unit shift with probability q (a canary
+    sampled into the lot) against one that never does. Computed in log space, so a tiny s (a run with little
+    noise) gives large finite values, not overflow; q = 1 gives (r − ½)/s² exactly, with no log(1 − q)."""
+    if not 0.0 < rate <= 1.0:
+        raise PrivacyError(f"the sampling rate must be in (0, 1], got {rate}")
+    s2 = np.maximum(np.asarray(variance, dtype=float), np.finfo(float).tiny)
+    shifted = (np.asarray(residual, dtype=float) - 0.5) / s2  # log N(r; 1, s²) − log N(r; 0, s²)
+    if rate == 1.0:
+        return shifted
+    return np.logaddexp(np.log1p(-rate), np.log(rate) + shifted)
+
+
 def audit_sentence(audit: CanaryAudit, *, kind: str) -> str:
     """The audit in the run's privacy statement: the lower bound beside the ceiling, read as what it is."""
     canaries = CANARY_KINDS.get(kind, kind)

@@ -8,33 +8,49 @@ and its ε cover it like any example; a canary that is out never touches the run
 
 - **gradient** (white-box, Nasr et al. 2023's Dirac canaries): canary i is a gradient ±c (the clipping threshold,
   or the smallest per-layer one; a public random sign) along one coordinate jᵢ of the model's parameters, added
-  to the clipped sum of each lot it is sampled into. Its score sums, over the steps, the likelihood ratio of the
-  released noisy sum at jᵢ (`GradientCanaries.observe`): what an adversary who sees every noisy sum (the release
-  DP-SGD's analysis covers) looks for, with the data's slowly drifting gradient at jᵢ taken out.
+  to the clipped sum of each lot it is sampled into. The coordinates are the m where the data's own gradient is
+  smallest (`engine.training.canary_placement`: unit-norm per-example gradients of the public test split at the
+  public initial model; ties, such as the weights on pixels no example inks, broken by a public permutation from
+  the seed). Its score sums, over the steps, the log-likelihood ratio of the released noisy sum at jᵢ
+  (`GradientCanaries.observe`): what an adversary who sees every noisy sum (the release DP-SGD's analysis
+  covers) looks for, with the data's expected contribution there, estimated on the same public profile, taken
+  out.
 - **input** (black-box): canary i is an out-of-distribution input, uniform in [0, 1]^d, with a random label, trained
   on like any example; its score is minus the final model's loss on it.
 
-The canaries' coordinates, inputs and labels are public (from the run's seed); only their membership is secret.
+The canaries' coordinates, inputs and labels are public (from the run's seed, the initial model and the test
+split); only their membership is secret.
+
+Why ε̂ stays a valid lower bound (Steinke, Nasr & Jagielski 2023, Theorem 3.1): the theorem needs each canary's
+membership to be an independent fair coin, and the guesses to be a function of the mechanism's output (here every
+released noisy sum) and of anything independent of the coins. The coins come from OS randomness and are read only
+by `insert` (which canaries join the clipped sum) and by the final count of right guesses. Everything the auditor
+chooses comes before them or from the release: the coordinates, signs and the public profile depend only on the
+seed, the initial model and the test split; the scores only on the released sums, σ, q and that profile. The
+coordinates and the score function may therefore be chosen as freely as this (a poor choice costs power, never
+validity), and nothing here is computed from the private training data, so nothing needs an ε of its own.
 """
 
-import math
 import secrets
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+import scipy.special
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from engine.privacy.auditing import CanaryAudit, audit_scores, audit_sentence
+from engine.privacy.auditing import CanaryAudit, audit_scores, audit_sentence, sampled_shift_log_ratio
+from engine.training.canary_placement import PublicProfile, public_profile, quietest
+from engine.training.config.audit import AUDIT_CANARIES
 from engine.training.config.spec import RunSpec, SpecError
 
 if TYPE_CHECKING:  # the trainer imports this module
     from engine.training.trainer import TrainResult
 
-LEVEL_RATE = 0.1  # the running average's weight on the newest sum: about the last 10 steps
-RESIDUAL_FLOOR = 0.5  # the least spread assumed of a residual, in canary norms: the lot's own step-to-step jitter
+LEVEL_RATE = 0.1  # the running level's weight on the newest release: about the last 10 steps
+MIN_VARIANCE = 1e-6  # the least variance assumed of a residual, in squared canary norms: keeps scores finite
 
 
 def draw_membership(canaries: int) -> np.ndarray:
@@ -46,27 +62,57 @@ def public_generator(seed: int, salt: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed * 1_000_003 + salt)
 
 
+def check_canary_count(canaries: int, coordinates: int) -> None:
+    """SpecError naming `audit` and the allowed range when a model has fewer trainable coordinates than the
+    gradient canaries asked for (each takes one)."""
+    if canaries > coordinates:
+        low, high = AUDIT_CANARIES[0], min(AUDIT_CANARIES[1], coordinates)
+        raise SpecError(
+            "audit",
+            f"canaries must be an integer in [{low:,}, {high:,}] for this model (gradient canaries take one of its "
+            f"{coordinates:,} trainable coordinates each), got {canaries:,}",
+        )
+
+
 class GradientCanaries:
-    """Dirac canaries over the trainable parameters `params` (in the order the clipped sums list them)."""
+    """Dirac canaries over the trainable parameters `params` (in the order the clipped sums list them), placed in
+    the quietest coordinates of the public `profile` (`canary_placement`) for a training set of `n_train`
+    examples; without a profile (no public examples), at coordinates drawn from the seed, scored as if the data
+    contributed nothing there."""
 
     kind = "gradient"
 
-    def __init__(self, params: list[Tensor], *, canaries: int, seed: int):
+    def __init__(
+        self, params: list[Tensor], *, canaries: int, seed: int, profile: PublicProfile | None = None, n_train: int = 0
+    ):
         sizes = [p.numel() for p in params]
         total = sum(sizes)
-        if canaries > total:
-            raise SpecError("audit", f"canaries must be at most {total:,} for this model (one coordinate each)")
-        coordinates = torch.randperm(total, generator=public_generator(seed, 1))[:canaries]
+        check_canary_count(canaries, total)
+        order = torch.randperm(total, generator=public_generator(seed, 1))
+        if profile is None:
+            coordinates = order[:canaries]
+            mean, energy = np.zeros(canaries), np.zeros(canaries)
+        else:
+            if len(profile.energy) != total:
+                raise ValueError(f"the profile has {len(profile.energy):,} coordinates; the model {total:,}")
+            coordinates = quietest(profile.energy, canaries, order)
+            mean, energy = profile.mean[coordinates.numpy()], profile.energy[coordinates.numpy()]
         offsets = np.cumsum([0, *sizes])
         self.members = draw_membership(canaries)
+        self.coordinates = coordinates
         self.where: list[tuple[int, Tensor, Tensor]] = []  # (tensor k, which canaries, their flat index in it)
         for k in range(len(params)):
             here = (coordinates >= int(offsets[k])) & (coordinates < int(offsets[k + 1]))
             if here.any():
                 self.where.append((k, torch.nonzero(here).squeeze(1), coordinates[here] - int(offsets[k])))
         self.signs = torch.randint(2, (canaries,), generator=public_generator(seed, 3)).double() * 2 - 1
+        # the public profile at the canaries' coordinates, summed over a training set's worth of examples and
+        # turned to the canaries' signs: per unit of sampling rate, the data's expected sum and its variance
+        self.data_mean = n_train * mean * self.signs.numpy()
+        self.data_energy = n_train * energy
+        self.tracked = energy > 0  # where the public data's gradient is not exactly zero, its level drifts
+        self.level: np.ndarray | None = None  # the data's expected sum at each coordinate, in canary norms
         self.scores = np.zeros(canaries)
-        self.level: np.ndarray | None = None  # a running average of each coordinate's released sums
         self.sampler = torch.Generator().manual_seed(secrets.randbits(63))  # the lots each joins: secret too
         self.inside = torch.from_numpy(self.members)
 
@@ -83,20 +129,31 @@ class GradientCanaries:
 
     def observe(self, noisy: list[Tensor], *, magnitude: float, noise_std: float, rate: float) -> None:
         """Score each canary by the log-likelihood ratio of this step's released noisy sum at its coordinate, "it
-        joined this lot with probability `rate`" against "it is out", in units of its norm c: the sum's residual
-        r above the coordinate's running average of earlier sums (the data's own gradient there drifts slowly)
-        is N(0, s²) without the canary and N(1, s²) with it, s = σc/c at least `RESIDUAL_FLOOR` (the lot's own
-        jitter); Neyman–Pearson's statistic for one step, summed over the steps."""
+        joined this lot with probability `rate`" against "it is out" (`sampled_shift_log_ratio`), summed over
+        the steps, every step scoring (the first, and a full batch's q = 1, included). In units of the canary's
+        norm c and turned to its sign, the release less the data's level there is N(0, s²) without the canary
+        and N(1, s²) with it, where s² is the noise's (σc/c)² plus the lot's own jitter q(1 − q)·N times the
+        public mean square (widened by the level's own error where the level is tracked).
+
+        The level starts at the data's expected sum, q·N times the public mean. Where the public data's
+        gradient is exactly zero it stays there (the data never reaches the coordinate); elsewhere the model's
+        drift moves it, and it follows a running average of the releases less the canary's expected share, q
+        times its posterior of being in (the scores so far as log-odds), so that a canary in most lots (q near 1)
+        is not taken for the data's level. The level and the posterior are functions of the releases and the
+        public profile alone, never of the membership."""
         released = np.zeros(len(self.members))
         for k, which, index in self.where:
             released[which.numpy()] = noisy[k].detach().view(-1)[index.to(noisy[k].device)].double().cpu().numpy()
         released *= self.signs.numpy() / magnitude
-        if self.level is None:  # the first step sets the level and scores nothing
-            self.level = released.copy()
-            return
-        residual, spread = released - self.level, max(noise_std / magnitude, RESIDUAL_FLOOR)
-        self.scores += np.logaddexp(math.log1p(-rate), math.log(rate) + (residual - 0.5) / spread**2)
-        self.level += LEVEL_RATE * (released - self.level)
+        if self.level is None:
+            self.level = rate * self.data_mean
+        variance = (noise_std / magnitude) ** 2 + rate * (1.0 - rate) * self.data_energy
+        variance = np.where(self.tracked, variance * (1.0 + LEVEL_RATE), variance)
+        self.scores += sampled_shift_log_ratio(
+            released - self.level, variance=np.maximum(variance, MIN_VARIANCE), rate=rate
+        )
+        share = rate * scipy.special.expit(self.scores)  # the canary's expected part of this release
+        self.level = np.where(self.tracked, self.level + LEVEL_RATE * (released - share - self.level), self.level)
 
     def audit(self, model: nn.Module, *, delta: float) -> CanaryAudit:
         """ε̂ from the scores the released sums gave (the final `model` adds nothing a white-box auditor lacks)."""
@@ -128,14 +185,20 @@ Canaries = GradientCanaries | InputCanaries
 
 
 def make_canaries(
-    spec: RunSpec, params: list[Tensor], *, n_features: int, n_classes: int, device: torch.device
+    spec: RunSpec, model: nn.Module, *, x_train: Tensor, public: tuple[Tensor, Tensor] | None, n_classes: int
 ) -> Canaries | None:
-    """The canaries `spec.audit` asks for (None: not an audited run)."""
+    """The canaries `spec.audit` asks for (None: not an audited run), for `model` (the initial one: call this
+    before training) trained on `x_train`. Gradient canaries are placed by the model's public profile on the
+    `public` examples (the test split, inputs and labels as the model sees them)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    n_features, n_train, device = x_train.shape[1], len(x_train), x_train.device
     if spec.audit is None:
         return None
     count = int(spec.audit["canaries"])
     if spec.audit["kind"] == "gradient":
-        return GradientCanaries(params, canaries=count, seed=spec.seed)
+        check_canary_count(count, sum(p.numel() for p in params))  # before the profile is measured
+        profile = None if public is None else public_profile(model, *public)
+        return GradientCanaries(params, canaries=count, seed=spec.seed, profile=profile, n_train=n_train)
     return InputCanaries(canaries=count, n_features=n_features, n_classes=n_classes, seed=spec.seed, device=device)
 
 

@@ -4,9 +4,11 @@
     "audit": {"canaries": 1000, "kind": "gradient"}
 
 `kind` "gradient": white-box canaries, a crafted gradient of norm C in one coordinate of the model (a Dirac
-canary, Nasr et al. 2023), added to the clipped sum of each lot it is sampled into and scored by the released
-noisy sums in that coordinate. "input": black-box canaries, out-of-distribution inputs with random labels
-trained on like any example and scored by the final model's loss on them.
+canary, Nasr et al. 2023), one of the coordinates where the public test split's gradient at the initial model is
+smallest (so at most one canary per trainable coordinate, checked when the model is built), added to the clipped
+sum of each lot it is sampled into and scored by the released noisy sums in that coordinate. "input": black-box
+canaries, out-of-distribution inputs with random labels trained on like any example and scored by the final
+model's loss on them.
 """
 
 from collections.abc import Mapping

@@ -18,6 +18,7 @@ from engine.privacy.auditing import (
     guess_counts,
     one_run_epsilon,
     one_run_p_value,
+    sampled_shift_log_ratio,
 )
 
 
@@ -105,6 +106,24 @@ def test_a_mechanism_far_leakier_than_its_claim_is_caught():
     members = rng.random(1_000) < 0.5
     audit = audit_scores(randomized_response(members, 6.0, rng), members, delta=1e-5)
     assert audit.epsilon > 1.0 * 2
+
+
+def test_the_sampled_shift_log_ratio_is_the_mixture_over_the_null_in_log_space():
+    residual = np.array([-3.0, -0.5, 0.0, 0.5, 1.0, 2.5])
+    for variance, rate in [(0.7, 0.2), (4.0, 0.01), (0.09, 0.9)]:
+        null = scipy.stats.norm.pdf(residual, 0, math.sqrt(variance))
+        mixture = (1 - rate) * null + rate * scipy.stats.norm.pdf(residual, 1, math.sqrt(variance))
+        got = sampled_shift_log_ratio(residual, variance=variance, rate=rate)
+        assert got == pytest.approx(np.log(mixture / null), rel=1e-12, abs=1e-12)
+    # q = 1 (a full batch): the Gaussian shift's ratio itself, with no log(1 − q) to fail
+    assert sampled_shift_log_ratio(residual, variance=0.25, rate=1.0) == pytest.approx((residual - 0.5) / 0.25)
+    # a tiny σ: exp((r − ½)/s²) would overflow a float; in log space the values are finite and ordered
+    tiny = sampled_shift_log_ratio(np.array([0.0, 0.4, 1.0]), variance=1e-6, rate=0.05)
+    assert np.all(np.isfinite(tiny)) and tiny[0] == pytest.approx(math.log1p(-0.05)) and tiny[2] > 4e5
+    assert tiny[2] == pytest.approx(math.log(0.05) + 0.5 / 1e-6)
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(PrivacyError, match="sampling rate"):
+            sampled_shift_log_ratio(residual, variance=1.0, rate=bad)
 
 
 def test_bad_inputs_are_named_errors():
