@@ -53,17 +53,23 @@ def _epsilon_cell(value: Any) -> Any:
     return table_cell(value)
 
 
-def epsilons_as_text(frame: pd.DataFrame):
-    """The table as shown: its ε columns (`epsilon`, `epsilon_<accountant>`) read ∞ where no finite bound exists,
-    the numbers underneath unchanged (they sort as numbers; the CSV keeps them)."""
-    columns = [c for c in frame.columns if c == "epsilon" or str(c).startswith("epsilon_")]
+def epsilons_as_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table as shown: an ε column (`epsilon`, `epsilon_<accountant>`) that holds an unbounded value reads ∞
+    there, as text (its finite values to 4 significant digits); every other column, and the CSV, keep numbers."""
+    shown = frame.copy()
+    for column in frame.columns:
+        if column != "epsilon" and not str(column).startswith("epsilon_"):
+            continue
+        numbers = [v for v in frame[column] if isinstance(v, int | float) and not isinstance(v, bool)]
+        if any(math.isinf(v) for v in numbers):
+            shown[column] = [cell_text(v) for v in frame[column]]
+    return shown
 
-    def shown(value: Any) -> Any:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return "" if math.isnan(value) else epsilon_text(value, ".4g")
-        return "" if value is None else value
 
-    return frame.style.format(dict.fromkeys(columns, shown))
+def cell_text(value: Any) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return "" if math.isnan(value) else epsilon_text(value, ".4g")
+    return "" if value is None else value
 
 
 OWN_COLUMNS = ("run", "status", "imported", "created", "engine_version", "error")

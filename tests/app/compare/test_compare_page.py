@@ -204,6 +204,11 @@ def test_two_runs_of_one_stack_released_together_are_charged_their_joint_ledger(
 
 
 def test_the_table_shows_an_unbounded_epsilon_as_infinity():
-    frame = pd.DataFrame({"run": ["a", "b"], "epsilon": [1.234567, math.inf], "epsilon_naive": [math.inf, None]})
-    shown = epsilons_as_text(frame).to_html()
-    assert "∞" in shown and "1.235" in shown and "inf" not in shown.replace("∞", "")
+    frame = pd.DataFrame(
+        {"run": ["a", "b"], "epsilon": [1.234567, math.inf], "epsilon_naive": [math.inf, None], "lr": [0.5, 2.0]}
+    )
+    shown = epsilons_as_text(frame)
+    assert list(shown["epsilon"]) == ["1.235", "∞"] and list(shown["epsilon_naive"]) == ["∞", ""]
+    assert list(shown["lr"]) == [0.5, 2.0]  # other columns keep their numbers
+    finite = frame.assign(epsilon=[1.0, 2.0])
+    assert epsilons_as_text(finite)["epsilon"].tolist() == [1.0, 2.0]  # without an ∞ the column stays numeric
