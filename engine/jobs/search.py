@@ -210,7 +210,8 @@ def sweep_privacy(
     points = [RunToRelease(spec=spec) for spec in configurations]
     ledgers, delta = [planned(spec).ledger() for spec in configurations], release_delta(points)
     stacked = release_epsilon(grid, delta=delta)
-    alone = release_epsilon([dataclasses.replace(run, stack=None) for run in grid], delta=delta)
+    apart = [dataclasses.replace(run, stack=None) for run in grid]
+    alone = release_epsilon(apart, delta=delta) if stacked.stacks else stacked  # no stack: the same ledgers
     composed = release_epsilon(drawn, delta=delta) if trials is not None and drawn else None
     return SweepPrivacy(
         delta=delta,
