@@ -7,15 +7,15 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from cache import RunRecord, RunStatus, Store
+from engine.jobs.release import restarted
 from engine.jobs.run_training import MetricRows
 from engine.privacy import NotApplicableError, accountant
 from engine.privacy.accountants import pld
 from engine.training import TrainingPlan, parse_spec, plan_spec
-from engine.training.noise import REPRODUCIBLE, noise_mode
 
 log = logging.getLogger("dplab.worker")
 # Vectorized over the grid; RDP streams with the steps
@@ -149,11 +149,8 @@ class RunRecorder:
         its release-mode noise is fresh."""
         planned = (self.run.plan or {}).get("noise_multiplier")  # σ planned at submission: checked, not trusted
         spec = parse_spec(self.run.spec)
-        plan = replace(
-            plan_spec(spec, sigma_hint=planned),
-            earlier_attempts=tuple(int(a["steps"]) for a in self.run.earlier_attempts if a.get("released")),
-            earlier_noise_replayed=noise_mode(spec) == REPRODUCIBLE,
-        )
+        released = [int(a["steps"]) for a in self.run.earlier_attempts if a.get("released")]
+        plan = restarted(plan_spec(spec, sigma_hint=planned), spec, released)
         self.store.set_plan(self.run.id, plan=plan.summary(), total_steps=plan.steps)
         return plan
 

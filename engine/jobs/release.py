@@ -20,7 +20,7 @@ from typing import Any
 
 from engine.privacy import PrivacyLedger
 from engine.privacy.selection import composition_epsilon
-from engine.training import StackMember, TrainingPlan, parse_spec, plan_spec
+from engine.training import RunSpec, StackMember, TrainingPlan, parse_spec, plan_spec
 from engine.training.algorithms.stacked import members_ledger
 from engine.training.noise import REPRODUCIBLE, noise_mode
 
@@ -51,9 +51,13 @@ def planned(spec: Mapping[str, Any], earlier_attempts: Sequence[int] = ()) -> Tr
     """The plan a raw spec trains with (every step it allows), charged the earlier attempts of a restart."""
     seedless = {k: v for k, v in spec.items() if k != "seed"} | {"seed": 0}  # no plan depends on the seed
     plan = plan_of(json.dumps(seedless, sort_keys=True, default=str))
-    if not earlier_attempts:
-        return plan
-    replayed = noise_mode(parse_spec(dict(spec))) == REPRODUCIBLE
+    return restarted(plan, parse_spec(dict(spec)), earlier_attempts) if earlier_attempts else plan
+
+
+def restarted(plan: TrainingPlan, spec: RunSpec, earlier_attempts: Sequence[int]) -> TrainingPlan:
+    """`plan` charged the steps each earlier attempt of a restarted run released (`engine.privacy.restarts`):
+    lab-mode noise replays them, release-mode noise is fresh."""
+    replayed = noise_mode(spec) == REPRODUCIBLE
     return dataclasses.replace(plan, earlier_attempts=tuple(earlier_attempts), earlier_noise_replayed=replayed)
 
 
