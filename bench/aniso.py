@@ -1,4 +1,4 @@
-"""Anisotropic vs isotropic DP-SGD at equal ε (issue 7, seed 002): `python -m bench --suite aniso [--quick]`.
+"""Anisotropic vs isotropic DP-SGD at equal ε (Xiang et al.): `python -m bench --suite aniso [--quick]`.
 
 Each setting is trained three ways from one spec that differs only in `algorithm` (and granularity), so
 the plan, σ, the ε of the ledger, the DP-PCA projection, the Poisson lots and the model's initialization
@@ -54,7 +54,7 @@ ADULT_CENTRE = {
 }
 MNIST_SWEEP = ({}, {"lot_size": 300}, {"lot_size": 1200}, {"hidden": [200]}, {"clip_norm": 2.0}, {"clip_norm": 8.0})
 ADULT_SWEEP = ({}, {"lot_size": 1024}, {"clip_norm": 0.3}, {"clip_norm": 3.0})
-# With the centre's 2.0: the issue's ε grid, seed 0, with seed 003's DP-PCA noise for each budget (σ_p 7 alone
+# With the centre's 2.0: the ε grid of this suite, seed 0, with Abadi et al.'s DP-PCA noise for each budget (σ_p 7 alone
 # costs more than ε 0.5).
 MNIST_EPSILONS = {0.5: 16.0, 1.0: 16.0, 4.0: 4.0, 8.0: 4.0}  # target ε → σ_p
 SEEDS = (0, 1)
@@ -96,7 +96,7 @@ def settings(quick: bool) -> list[Setting]:
 
 
 def epsilon_settings() -> list[Setting]:
-    """The MNIST centre at the other target ε of the issue's grid, one seed."""
+    """The MNIST centre at the other target ε of this suite's grid, one seed."""
     specs = [
         {**MNIST_CENTRE, "target_epsilon": eps, "pca_noise": pca_noise} for eps, pca_noise in MNIST_EPSILONS.items()
     ]

@@ -1,4 +1,4 @@
-"""The dependency direction of DEVELOPERS.md, enforced.
+"""The project's dependency direction, enforced.
 
 app → engine, cache; engine.jobs → engine.training, engine.privacy, cache; engine.training →
 engine.privacy. Nothing in engine/ or cache/ imports streamlit or plotly; engine.privacy imports

@@ -1,4 +1,4 @@
-"""Anisotropic DP-SGD (issue 7; seed 002: Xiang et al., "Differentially private deep learning from an
+"""Anisotropic DP-SGD (Xiang et al., "Differentially private deep learning from an
 optimization perspective"), in a form whose privacy is that of DP-SGD at the same σ.
 
 Seed 002's idea: the loss is more sensitive to some parameters than to others, so put more noise where
