@@ -10,7 +10,7 @@ lab records, whatever its engine version, so an archive that breaks one was edit
   recorded before the status history existed;
 - its last status event is its status (every change of status records one);
 - `progress_step` at most `total_steps`, which equals the plan's `steps` when both are given;
-- a result's `steps` at most its `planned_steps`;
+- a result's `steps` at most its `planned_steps`, and at most the run's `total_steps`;
 - a finished run's metric rows at steps up to `total_steps` (`metric_step_limit`; the reader checks each row).
 
 Each raises `ArchiveError` naming the run and the field, with the values that disagree. An import checks
@@ -84,6 +84,11 @@ def check_consistent(run: ArchivedRun, where: str) -> None:
         raise ArchiveError(
             f"{where}: result.steps {steps} is above result.planned_steps {result_planned}; a run takes at most "
             "its planned steps"
+        )
+    if _whole(steps) and run.total_steps is not None and steps > run.total_steps:
+        raise ArchiveError(
+            f"{where}: result.steps {steps} is above total_steps {run.total_steps}; a run takes at most its "
+            "planned steps"
         )
 
 

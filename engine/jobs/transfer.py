@@ -25,17 +25,18 @@ store, its companions, a database, a file of the data home, a directory, a devic
 Every imported run is checked against the shape the pages read (`engine.jobs.run_schema`), whatever
 engine made it, then for fields that contradict one another (`cache.archive.consistency`: times out of
 order or outside 2000 to tomorrow, attempts unlike its history, progress beyond its steps); its metric
-names must be the lab's (`cache.archive.csv_cells.METRIC_NAME`). An archive's cache keys are not trusted, nor are its results: an imported run never
-answers a submission here unless the user asks for it at import (`serve_from_cache`). A run made by
-this engine version has its spec validated again (`parse_spec`) and its key recomputed: with
-`serve_from_cache` an imported finished run then answers an identical submission (marked imported);
-without it, the key is kept as `imported:<key>`, which no submission computes. A spec that no longer
-validates rejects the import, naming the run and the field. A run made by another engine version
-keeps its spec as it is, under a key that can never equal a current one (`<engine version>:<key>`),
-so it is kept and shown but never served as this engine's result. Nor is a run on an uploaded
-`csv:PATH` dataset: validating its spec would read (and hash) a local file the archive names, which
-an import never does; it is kept under an `unverified:` key. Imported results are shown as the
-archive states them, marked imported everywhere.
+names must be the lab's (`cache.archive.csv_cells.METRIC_NAME`).
+
+An archive's cache keys are not trusted, nor are its results: an imported run never answers a submission
+here unless the user asks for it at import (`serve_from_cache`). A run made by this engine version has its
+spec validated again (`parse_spec`) and its key recomputed: with `serve_from_cache` an imported finished run
+then answers an identical submission (marked imported); without it, the key is kept as `imported:<key>`,
+which no submission computes. A spec that no longer validates rejects the import, naming the run and the
+field. A run made by another engine version keeps its spec as it is, under a key that can never equal a
+current one (`<engine version>:<key>`), so it is kept and shown but never served as this engine's result.
+Nor is a run on an uploaded `csv:PATH` dataset: validating its spec would read (and hash) a local file the
+archive names, which an import never does; it is kept under an `unverified:` key. Imported results are shown
+as the archive states them, marked imported everywhere.
 """
 
 from collections.abc import Iterable, Iterator

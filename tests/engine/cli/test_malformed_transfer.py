@@ -324,6 +324,11 @@ RECORDS: dict[str, tuple[Callable[[bytes], bytes], str, str]] = {
         "result.steps 8",
         "above result.planned_steps 5",
     ),
+    "result steps above the total steps": (
+        first_run(lambda r: r["result"].update(steps=8, planned_steps=8)),
+        "result.steps 8",
+        "above total_steps 5",
+    ),
     "history ends in another status": (first_run(events_of("failed")), "status is finished", "last status event"),
     "a failed run whose history says finished": (second_run(events_of("finished")), "status is failed", "last"),
     "a metric step beyond the plan": (
@@ -425,6 +430,20 @@ def test_the_dashboard_csv_keeps_negative_numbers_and_quotes_text_formulas():
     assert rows[0] == ["delta", "note", "'=col"]
     assert rows[1] == ["-0.5", "'-0.5 as text", "1"] and rows[2][1] == "'" + HYPERLINK
     assert pd.read_csv(io.BytesIO(csv_bytes(table)))["delta"].tolist() == [-0.5, 1e-5]  # still numbers
+
+
+def test_the_compare_csv_quotes_a_formula_and_keeps_numbers(tmp_path):
+    """The Compare page's download: a failed run's error written as a formula is text there; a negative result
+    value stays a number."""
+    from app.compare import frames
+
+    store = Store(tmp_path / "runs.sqlite3")
+    run_id = make_run(store, RunStatus.QUEUED)
+    store.claim_next("w")
+    store.finish(run_id, status=RunStatus.FAILED, error=HYPERLINK, result={"test_loss": -0.5, "note": "@SUM(A1)"})
+    table = pd.read_csv(io.BytesIO(frames.table_csv(frames.comparison_table([store.get_run(run_id)]))))
+    assert table.loc[0, "error"] == "'" + HYPERLINK and table.loc[0, "note"] == "'@SUM(A1)"
+    assert table.loc[0, "test_loss"] == -0.5  # read back as a number: not quoted
 
 
 def test_an_export_never_writes_a_formula_metric_name(tmp_path, capsys, monkeypatch):
