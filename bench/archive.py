@@ -62,6 +62,9 @@ def _result(steps: int) -> dict:
     }
 
 
+RECORDED_AT = 1_700_000_000.0  # 2023-11-14: the runs' creation times start here
+
+
 def synthetic_archive(path: Path, *, runs: int, steps: int) -> int:
     """Write an archive of `runs` finished runs with `steps` steps of metrics each; returns its bytes."""
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -92,9 +95,11 @@ def synthetic_archive(path: Path, *, runs: int, steps: int) -> int:
                         "seed": i,
                     }
                 )
+                at = RECORDED_AT + i  # a time an archive holds: after 2000, not in the future
                 events = [
-                    {"seq": 0, "at": 1.0 + i, "status": "queued", "worker": None, "detail": "submitted"},
-                    {"seq": 1, "at": 3.0 + i, "status": "finished", "worker": "w", "detail": None},
+                    {"seq": 0, "at": at, "status": "queued", "worker": None, "detail": "submitted"},
+                    {"seq": 1, "at": at + 1, "status": "running", "worker": "w", "detail": None},
+                    {"seq": 2, "at": at + 2, "status": "finished", "worker": "w", "detail": None},
                 ]
                 run = {
                     "id": f"r{i:011d}",
@@ -105,9 +110,9 @@ def synthetic_archive(path: Path, *, runs: int, steps: int) -> int:
                     "plan": {"steps": steps, "noise_multiplier": 1.0},
                     "result": _result(steps),
                     "error": None,
-                    "created_at": 1.0 + i,
-                    "started_at": 2.0 + i,
-                    "finished_at": 3.0 + i,
+                    "created_at": at,
+                    "started_at": at + 1,
+                    "finished_at": at + 2,
                     "progress_step": steps,
                     "total_steps": steps,
                     "attempts": 1,

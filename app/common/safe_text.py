@@ -5,7 +5,8 @@ a sweep's name, a CSV file's name, column names and cells, an imported archive's
 message can hold anything. Streamlit renders Markdown in every text element, label and tooltip, images
 included: `![](http://host/x.png)` in a run's error would make the browser fetch that address. So every such
 string goes through `literal` (or `code`) before it is interpolated into Markdown, through `plotly_text`
-before it reaches a chart, and every CSV the app offers is written by `csv_bytes`.
+before it reaches a chart, and every CSV the app offers is written by `csv_bytes`
+(its cells through `cache.archive.csv_cells.csv_cell`, the rule the run archive's metrics CSV follows too).
 
 Pure functions (no Streamlit).
 """
@@ -18,6 +19,8 @@ from typing import Any
 
 import pandas as pd
 
+from cache.archive.csv_cells import csv_cell  # the one rule for every CSV the lab writes
+
 MAX_CHARS = 2000  # longer untrusted text is cut, with a note saying how much
 PUNCTUATION = frozenset(string.punctuation)  # CommonMark: any ASCII punctuation character may be backslash-escaped
 WORD_JOINER = "\u2060"  # invisible: breaks the patterns Streamlit replaces in text after parsing
@@ -29,8 +32,6 @@ TYPOGRAPHY = re.compile(f"(?:(?<=[{JS_SPACE}])|\\A)(<->|->|<-|--|>=|<=|~=)(?=[{J
 # GitHub-flavoured Markdown links bare addresses (http://…, www.…, name@host…) in parsed text, escapes or not.
 AUTOLINK = re.compile(r"(?i)(https?:)(?=//)|(www)(?=\.)|(@)(?=[-\w])")
 ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
-# Spreadsheets run a cell that starts with one of these as a formula (OWASP "CSV injection").
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _text(value: Any) -> str:
@@ -95,14 +96,6 @@ def timestamp_text(seconds: Any, pattern: str = "%Y-%m-%d %H:%M:%S") -> str:
         return time.strftime(pattern, time.localtime(seconds))
     except (OverflowError, OSError, ValueError):
         return "?"
-
-
-def csv_cell(value: Any) -> Any:
-    """A cell a spreadsheet shows as text: a string starting with =, +, -, @, a tab or a carriage return gets
-    a leading single quote; anything else (numbers, negative ones included) is unchanged."""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
-    return value
 
 
 def csv_bytes(table: pd.DataFrame) -> bytes:

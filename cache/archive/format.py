@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from cache.archive.csv_cells import METRIC_NAME
 from cache.store.records import TERMINAL, RunEvent, RunRecord, RunStatus
 
 FORMAT_NAME = "dplab-runs"
@@ -169,8 +170,11 @@ def metric_row(row: list[str]) -> MetricRow:
     step, metric, value = row
     if not STEP_TEXT(step):
         raise ArchiveError(f"step must be an integer in [0, 10^15); got {step!r:.40}")
-    if not 1 <= len(metric) <= 200 or not metric.isprintable():
-        raise ArchiveError(f"name must be 1 to 200 printable characters; got {metric!r:.80}")
+    if not METRIC_NAME.fullmatch(metric):
+        raise ArchiveError(
+            f"name must be a metric name of the lab (1 to 64 lowercase letters, digits or '_', starting with a "
+            f"letter, such as epsilon_pld); got {metric!r:.80}"
+        )
     try:
         number = float(value)
     except ValueError:
@@ -243,6 +247,36 @@ def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
         raise ArchiveError(f"{where}: must be a finite number >= 0; got {value!r:.80}")
     return float(value)
+
+
+EARLIEST_TIME = 946_684_800.0  # 2000-01-01 00:00 UTC: no run of the lab is older
+LATEST_AHEAD_S = 86_400.0  # a time may be at most a day ahead of this machine's clock
+YEAR_S = 31_556_952.0  # a Gregorian year, for showing a time no calendar function holds
+
+
+def year_of(at: float) -> str:
+    """The year a time (seconds since 1970) falls in, for a message."""
+    try:
+        year = time.gmtime(at).tm_year
+    except (OverflowError, OSError, ValueError):
+        year = round(1970 + at / YEAR_S)
+    return f"{year:,}" if abs(year) > 9999 else str(year)
+
+
+def check_time(at: float, where: str) -> None:
+    """Refuse a time (seconds since 1970) before 2000-01-01 or more than a day from now."""
+    if not EARLIEST_TIME <= at <= time.time() + LATEST_AHEAD_S:
+        raise ArchiveError(
+            f"{where}: {at!r:.40} is in the year {year_of(at)}; a time must lie between 2000-01-01 and a day from "
+            "now (seconds since 1970)"
+        )
+
+
+def _time(value: Any, where: str) -> float:
+    """A time in seconds since 1970, between 2000-01-01 and a day from now (`check_time`)."""
+    at = _number(value, where)
+    check_time(at, where)
+    return at
 
 
 def _int(value: Any, where: str) -> int:
@@ -319,13 +353,13 @@ SWEEP_FIELDS: dict[str, Check] = {
     "id": _id,
     "name": _nullable(partial(_text, shortest=0, limit=1000)),
     "spec": _tree,
-    "created_at": _number,
+    "created_at": _time,
     "members": partial(_list, item=partial(check_fields, checks=MEMBER_FIELDS)),
 }
 MANIFEST_FIELDS: dict[str, Check] = {
     "format": _tiny_text,
     "format_version": _int,
-    "created_at": _number,
+    "created_at": _time,
     "engine_version": _tiny_text,
     "run_count": _int,
     "sweep_count": _int,

@@ -9,8 +9,10 @@ whatever the archive's size: `runs.json` and `sweeps.json` are JSON arrays decod
 the exporter writes and which makes a repeated row visible without remembering the rows before it.
 
 Every check raises `ArchiveError` naming the member, the run and the field. The cross-member checks
-(manifest counts, metrics and sweep members of runs that are not in `runs.json`) complete when the
-stream that establishes them is consumed: `runs()` before `sweeps()`.
+(manifest counts, metrics and sweep members of runs that are not in `runs.json`, a finished run's metric
+steps within its `total_steps`) complete when the stream that establishes them is consumed: `runs()` before
+`metric_rows()` and `sweeps()`. The checks across one run's fields (`cache.archive.consistency`) are the
+caller's, once it has checked the run's shape; `check_all` makes them.
 """
 
 import csv
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from cache.archive.consistency import check_consistent, metric_step_limit, run_where
 from cache.archive.format import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -59,6 +62,7 @@ class ArchiveReader(AbstractContextManager):
             self.close()
             raise
         self.run_ids: set[str] = set()
+        self.step_limits: dict[str, int] = {}  # run id → the last step its metric rows may have
         self.runs_read = False
 
     # ------------------------------------------------------------------ the manifest
@@ -97,12 +101,14 @@ class ArchiveReader(AbstractContextManager):
     def runs(self) -> Iterator[ArchivedRun]:
         """The runs of `runs.json`, each checked; at the end, the manifest's count and that every metrics
         file belongs to one of them."""
-        self.run_ids = set()
+        self.run_ids, self.step_limits = set(), {}
         for index, raw in enumerate(self._elements("runs.json")):
             run = check_run(raw, f"runs.json: runs[{index}]")
             if run.id in self.run_ids:
                 raise ArchiveError(f"runs.json: run id {run.id!r} appears more than once")
             self.run_ids.add(run.id)
+            if (limit := metric_step_limit(run)) is not None:
+                self.step_limits[run.id] = limit
             yield run
         if self.manifest["run_count"] != len(self.run_ids):
             raise ArchiveError(
@@ -124,6 +130,7 @@ class ArchiveReader(AbstractContextManager):
             raise ArchiveError(f"{name}: the header must be {CSV_HEADER}; got {header!r:.80}")
         reader = csv.reader(lines, strict=True)
         previous: tuple[int, str] | None = None
+        last = self.step_limits.get(run_id)
         try:
             for row in reader:
                 try:
@@ -139,6 +146,11 @@ class ArchiveReader(AbstractContextManager):
                         f"{previous[1]!r:.80}; rows are in (step, name) order"
                     )
                 previous = (step, metric)
+                if last is not None and step > last:
+                    raise ArchiveError(
+                        f"{name}: line {reader.line_num + 1}: run {run_id}: step {step} of {metric!r:.80} is beyond "
+                        f"its total_steps {last}; a finished run's metrics end at its last step"
+                    )
                 yield step, metric, value
         except csv.Error as exc:
             raise ArchiveError(f"{name}: line {reader.line_num + 1}: not valid CSV ({exc})") from None
@@ -166,8 +178,10 @@ class ArchiveReader(AbstractContextManager):
             )
 
     def check_all(self) -> None:
-        """Read every member to its end with every check, keeping nothing."""
-        for run in self.runs():
+        """Read every member to its end with every check, the runs' consistency included (which an import
+        checks after their shape: `engine.jobs.transfer.rekey`), keeping nothing."""
+        for index, run in enumerate(self.runs()):
+            check_consistent(run, run_where(index, run.id))
             for _ in self.metric_rows(run.id):
                 pass
         for _ in self.sweeps():

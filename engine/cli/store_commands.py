@@ -3,7 +3,8 @@
 Every command takes `--json` (one JSON object on stdout). `delete` asks before deleting on a
 terminal and refuses without `--yes` elsewhere; `gc` only lists what it would delete unless given
 `--yes`, then deletes and compacts. Neither touches queued or running runs: cancel them first.
-`export` writes released values only unless given `--include-private-diagnostics`.
+`export` writes released values only unless given `--include-private-diagnostics`, to a new file unless given
+`--force` (`cache.archive.destination` says what it never writes over).
 """
 
 import argparse
@@ -41,7 +42,7 @@ def cmd_export(args: argparse.Namespace, store: Store) -> None:
             include_metrics=not args.no_metrics,
             include_private_diagnostics=args.include_private_diagnostics,
         )
-        path = export.save(args.output)
+        path = export.save(args.output, force=args.force)
     except ArchiveError as exc:
         raise CliError(f"export: {exc}") from None
     except OSError as exc:
@@ -168,7 +169,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="*", metavar="RUN", help="run ids")
     p.add_argument("--sweep", metavar="ID", help="the runs of this sweep, with the sweep")
     p.add_argument("--all", action="store_true", help="every run and sweep")
-    p.add_argument("-o", "--output", required=True, metavar="FILE.zip")
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE.zip",
+        help="a new file (never a store, a database, a file of the data home, a directory, a device or a link)",
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace FILE.zip if it exists (a regular file that is not a store's)"
+    )
     p.add_argument("--no-metrics", action="store_true", help="specs and results only, no per-step metrics")
     p.add_argument(
         "--include-private-diagnostics",

@@ -18,27 +18,35 @@ the opt-in existed (their manifest says nothing of it: read as holding diagnosti
 An archive whose runs hold a private result field or a time finer than its day (one written before timings
 were coarsened) is reported as holding private diagnostics, whatever its manifest says.
 
+An export is saved to a new file, or with `force` over a plain file that is no part of a store; never over a
+store, its companions, a database, a file of the data home, a directory, a device or a link
+(`cache.archive.destination`, which every caller's save goes through).
+
 Every imported run is checked against the shape the pages read (`engine.jobs.run_schema`), whatever
-engine made it. An archive's cache keys are not trusted, nor are its results: an imported run never
-answers a submission here unless the user asks for it at import (`serve_from_cache`). A run made by
-this engine version has its spec validated again (`parse_spec`) and its key recomputed: with
-`serve_from_cache` an imported finished run then answers an identical submission (marked imported);
-without it, the key is kept as `imported:<key>`, which no submission computes. A spec that no longer
-validates rejects the import, naming the run and the field. A run made by another engine version
-keeps its spec as it is, under a key that can never equal a current one (`<engine version>:<key>`),
-so it is kept and shown but never served as this engine's result. Nor is a run on an uploaded
-`csv:PATH` dataset: validating its spec would read (and hash) a local file the archive names, which
-an import never does; it is kept under an `unverified:` key. Imported results are shown as the
-archive states them, marked imported everywhere.
+engine made it, then for fields that contradict one another (`cache.archive.consistency`: times out of
+order or outside 2000 to tomorrow, attempts unlike its history, progress beyond its steps); its metric
+names must be the lab's (`cache.archive.csv_cells.METRIC_NAME`).
+
+An archive's cache keys are not trusted, nor are its results: an imported run never answers a submission
+here unless the user asks for it at import (`serve_from_cache`). A run made by this engine version has its
+spec validated again (`parse_spec`) and its key recomputed: with `serve_from_cache` an imported finished run
+then answers an identical submission (marked imported); without it, the key is kept as `imported:<key>`,
+which no submission computes. A spec that no longer validates rejects the import, naming the run and the
+field. A run made by another engine version keeps its spec as it is, under a key that can never equal a
+current one (`<engine version>:<key>`), so it is kept and shown but never served as this engine's result.
+Nor is a run on an uploaded `csv:PATH` dataset: validating its spec would read (and hash) a local file the
+archive names, which an import never does; it is kept under an `unverified:` key. Imported results are shown
+as the archive states them, marked imported everywhere.
 """
 
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cache import RunStatus, Store
+from cache.archive.consistency import check_consistent
+from cache.archive.destination import save_archive
 from cache.archive.format import Archive, ArchivedRun, ArchiveError
 from cache.archive.reader import ArchiveReader, Source
 from cache.archive.writer import write_archive
@@ -73,14 +81,15 @@ class Export:
     left_out: tuple[tuple[str, str], ...]  # (run id, why): queued and running runs
     include_metrics: bool
     private_diagnostics: bool  # the user opted in to the diagnostics computed on private training data
+    store_path: Path | None = None  # the store it was read from: never written over
 
-    def save(self, path: Path | str) -> Path:
-        """Write the archive to `path` (atomically: a partial file never takes its place)."""
-        target = Path(path)
-        temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        temporary.write_bytes(self.data)
-        temporary.replace(target)
-        return target
+    def save(self, path: Path | str, *, force: bool = False) -> Path:
+        """Write the archive to `path`, a new file (with `force`, an existing regular file may be replaced),
+        atomically: a partial file never takes its place. Never over a store or a file of one, a database, a
+        file of the data home that is not an archive, a directory, a device or a link
+        (`cache.archive.destination`: `ExportTargetError` says which and what to do)."""
+        stores = () if self.store_path is None else (self.store_path,)
+        return save_archive(self.data, path, force=force, stores=stores)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -181,6 +190,7 @@ def prepare_export(
         left_out=tuple(left_out),
         include_metrics=include_metrics,
         private_diagnostics=include_private_diagnostics,
+        store_path=Path(store.path),
     )
 
 
@@ -308,12 +318,13 @@ def import_runs(store: Store, data: Source, *, serve_from_cache: bool = False) -
 def rekey(run: ArchivedRun, *, serve_from_cache: bool = False) -> tuple[ArchivedRun, str | None]:
     """The run with the cache key this store gives it, and why it is not a cache key of this engine
     (None when it is). Raises `ArchiveError` for a record a page could not show, or a spec of this engine
-    version that does not validate."""
+    version that does not validate, or whose fields contradict one another (`cache.archive.consistency`)."""
     where = f"runs.json: run {run.id}"
     try:
         check_shown_fields(status=run.status, spec=run.spec, plan=run.plan, result=run.result)
     except RunShapeError as exc:
         raise ArchiveError(f"{where}: {exc}") from None
+    check_consistent(run, where)  # its fields agree with one another (times, attempts, steps)
     if run.engine_version != ENGINE_VERSION:
         prefix = f"{run.engine_version}:"
         key = run.cache_key if run.cache_key.startswith(prefix) else prefix + run.cache_key

@@ -185,9 +185,9 @@ def test_the_export_command_leaves_diagnostics_out_unless_asked(store, capsys, t
     assert code == 0 and "WARNING: Holds private diagnostics computed on the training data" in text
     assert json.loads(unzip(opted.read_bytes())["manifest.json"])["private_diagnostics"] is True
     assert set(private_names_in(unzip(opted.read_bytes())[f"metrics/{run_id}.csv"].decode())) >= PRIVATE_DIAGNOSTICS
-    code, text, _ = run_cli(capsys, "export", run_id, "-o", str(plain))
+    code, text, _ = run_cli(capsys, "export", run_id, "-o", str(plain), "--force")
     assert code == 0 and "Diagnostics computed on the private training data (which no epsilon covers) were left" in text
-    code, out = cli_json(capsys, "export", run_id, "-o", str(plain), "--no-metrics")
+    code, out = cli_json(capsys, "export", run_id, "-o", str(plain), "--no-metrics", "--force")
     assert code == 0 and out["include_metrics"] is False and out["private_diagnostics"] is False
     assert not [n for n in unzip(plain.read_bytes()) if n.startswith("metrics/")]
 

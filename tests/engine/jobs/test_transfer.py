@@ -425,7 +425,7 @@ def test_export_and_import_commands(source, store, capsys, tmp_path, monkeypatch
     assert out["left_out"] == [
         {"id": ids["queued"], "reason": "queued: only finished, failed and cancelled runs are exported"}
     ]
-    code, text, _ = run_cli(capsys, "export", "--all", "-o", str(target))
+    code, text, _ = run_cli(capsys, "export", "--all", "-o", str(target), "--force")  # replaces the first
     assert code == 0 and "exported 4 run(s) and 1 sweep(s) to" in text and f"left out {ids['queued']}" in text
     code, out = cli_json(capsys, "import", str(target))
     assert code == 0 and out["imported"] == [] and len(out["skipped"]) == 4
