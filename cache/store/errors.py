@@ -113,15 +113,30 @@ def check_store_file(path: Path) -> None:
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     wal = Path(f"{path}-wal")
-    wal_bytes = wal.stat().st_size if wal.is_file() else 0
-    if wal_bytes >= 4:
-        with open(wal, "rb") as file:
-            magic = file.read(4)
-        if magic not in WAL_MAGIC and magic != b"\x00" * 4:  # zeros: a log the system never wrote out
-            raise damaged(path, f"its write-ahead log {wal.name} is not one")
+    wal_bytes, magic = _log_start(wal)
+    if len(magic) == 4 and magic not in WAL_MAGIC and magic != bytes(4):  # zeros: a log the system never wrote out
+        raise damaged(path, f"its write-ahead log {wal.name} is not one")
     pages = _header_pages(header)
     if wal_bytes == 0 and pages is not None and pages * page_size > info.st_size:
         raise damaged(path, f"truncated: {info.st_size:,} bytes of the {pages * page_size:,} its header records")
+
+
+def _log_start(wal: Path) -> tuple[int, bytes]:
+    """The size of a write-ahead log and its first 4 bytes; (-1, b"") where it cannot be read (SQLite will say
+    why), (0, b"") where there is none. A folder, pipe or device in its place is a damaged store."""
+    try:
+        info = os.stat(wal)
+    except FileNotFoundError:
+        return 0, b""
+    except OSError:
+        return -1, b""
+    if not stat.S_ISREG(info.st_mode):  # never opened: a pipe would block
+        raise damaged(wal.with_name(wal.name.removesuffix("-wal")), f"its write-ahead log {wal.name} is no file")
+    try:
+        with open(wal, "rb") as file:
+            return info.st_size, file.read(4)
+    except OSError:
+        return -1, b""
 
 
 def failure(path: Path, exc: BaseException) -> StoreUnusable | None:

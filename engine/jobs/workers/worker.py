@@ -132,6 +132,7 @@ class Worker:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            self.stopping = True  # one try: a full disk does not hold the worker's exit
             self._write_end(partial(self.store.worker_stopped, self.name, reason=reason), "worker stopped")
         return processed
 

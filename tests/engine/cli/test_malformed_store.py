@@ -103,6 +103,12 @@ def _store_and_log(log: Callable[[bytes], bytes]) -> Callable[[Path, bytes], Pat
     return write
 
 
+def _pipe_as_log(home: Path, good: bytes) -> Path:
+    (home / STORE).write_bytes(good)
+    os.mkfifo(home / f"{STORE}-wal")
+    return home
+
+
 def _folder_in_place(home: Path, good: bytes) -> Path:
     (home / STORE).mkdir()
     (home / STORE / "note.txt").write_text("a folder where the store should be")
@@ -155,6 +161,7 @@ CASES: dict[str, Case] = {
     "the header and random pages": (_file(lambda good, _: good[:100] + bytes(range(256)) * 32), DAMAGED),
     "a log that is not one": (_store_and_log(lambda good: b"not a write-ahead log" * 50), damaged("log")),
     "a log copied from the store": (_store_and_log(lambda good: good), damaged("log")),
+    "a pipe as its log": (_pipe_as_log, damaged("log runs.sqlite3-wal is no file")),
     "a newer schema": (
         _file(lambda good, folder: _with_user_version(good, SCHEMA_VERSION + 1, folder)),
         r"schema version \d+, newer than this code's \d+.*update this code, or point DPLAB_HOME at another folder",
@@ -215,7 +222,7 @@ def assert_named_error(argv: list[str], message: str, capsys) -> None:
 
 
 ALL_COMMANDS = ("runs", "show", "size", "gc", "delete", "cancel", "submit", "export", "import")
-COMMANDS = ("runs", "gc", "delete", "submit", "import")  # a reader, and writers of each kind: for every case
+COMMANDS = ("runs", "gc", "import")  # a reader and two writers (one deletes, one inserts), for every case
 
 
 def test_the_module_covers_at_least_25_bad_stores():
@@ -329,3 +336,17 @@ def test_a_bad_store_leaves_no_new_files_behind(good_store, tmp_path, monkeypatc
     (tmp_path / STORE).write_bytes(b"hello")
     assert main(["runs"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [STORE]
+
+
+@pytest.mark.parametrize("case", ["truncated to half"])
+def test_the_dashboard_shows_a_bad_store_as_one_error_and_leaves_it(case, good_store, tmp_path, monkeypatch):
+    from tests.apptest_helpers import open_app
+
+    make, message = CASES[case]
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DPLAB_HOME", str(make(home, good_store[0])))
+    before = snapshot(tmp_path)
+    at = open_app()  # no exception: the page shows the error instead
+    assert len(at.error) == 1 and re.search(message, at.error[0].value), [e.value for e in at.error]
+    assert snapshot(tmp_path) == before

@@ -26,10 +26,15 @@ from engine.cli import main
 from engine.jobs.queue import submit
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
-from tests.engine.jobs.test_store_faults import archive, run_set  # noqa: F401 (a fixture)
+from tests.engine.jobs.test_store_faults import archived_runs, run_set
 from tests.helpers import fast_spec
 
 FULL = r"the disk holding the store .+ is full \(.+\); nothing was written: free space in .+ and retry"
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> tuple[Path, dict]:
+    return archived_runs(tmp_path_factory.mktemp("full-disk"))
 
 
 class CappedStore(Store):
@@ -68,7 +73,7 @@ class CappedStore(Store):
 
 
 @pytest.fixture
-def capped(home, monkeypatch, archive) -> CappedStore:  # noqa: F811
+def capped(home, monkeypatch, archive) -> CappedStore:
     """A store holding one finished run, opened by every command as a CappedStore (not capped yet)."""
     monkeypatch.setattr(engine.cli, "Store", CappedStore)
     monkeypatch.setattr(CappedStore, "cap", None)
@@ -90,7 +95,7 @@ def test_a_full_store_is_a_named_error_for_every_write_and_works_once_there_is_r
     capped,
     archive,
     tmp_path,
-    capsys,  # noqa: F811
+    capsys,
 ):
     before = run_set(capped.path)
     argv = write_commands(tmp_path, archive[0], sorted(before))[command]
@@ -143,7 +148,8 @@ def test_a_run_whose_metrics_meet_a_full_disk_ends_failed_naming_it(home, quick_
     monkeypatch.setattr(FillsWhileTraining, "full", False)
     monkeypatch.setattr(FillsWhileTraining, "refused", 0)
     store = FillsWhileTraining(home / "runs.sqlite3")
-    run_id = submit(store, parse_spec(fast_spec(epochs=2))).run_id
+    spec = {k: v for k, v in fast_spec(epochs=1, noise_multiplier=1.0).items() if k != "target_epsilon"}
+    run_id = submit(store, parse_spec(spec)).run_id
     Worker(store, data_dirs=[]).run_one()
     assert FillsWhileTraining.refused == FillsWhileTraining.room_after  # the failure waited for room
     run = store.get_run(run_id)
@@ -198,7 +204,7 @@ def test_an_import_onto_a_full_disk_adds_nothing_and_succeeds_once_there_is_room
     small_disk,
     archive,
     monkeypatch,
-    capsys,  # noqa: F811
+    capsys,
 ):
     path, expected = archive
     monkeypatch.setenv("DPLAB_HOME", str(small_disk))
@@ -218,7 +224,7 @@ def test_writes_on_a_full_disk_are_named_errors_that_change_nothing(
     archive,
     monkeypatch,
     capsys,
-    tmp_path,  # noqa: F811
+    tmp_path,
 ):
     path, expected = archive
     monkeypatch.setenv("DPLAB_HOME", str(small_disk))
@@ -233,7 +239,7 @@ def test_writes_on_a_full_disk_are_named_errors_that_change_nothing(
     assert run_set(small_disk / "runs.sqlite3") != expected
 
 
-def test_an_export_onto_a_full_disk_is_a_named_error(small_disk, home, archive, capsys):  # noqa: F811
+def test_an_export_onto_a_full_disk_is_a_named_error(small_disk, home, archive, capsys):
     path, expected = archive
     assert main(["import", str(path)]) == 0
     filler = fill_disk(small_disk)
@@ -241,3 +247,46 @@ def test_an_export_onto_a_full_disk_is_a_named_error(small_disk, home, archive, 
     filler.unlink()
     assert run_set(home / "runs.sqlite3") == expected
     assert not (small_disk / "out.zip").exists()
+
+
+class FillsTheDiskWhileTraining(Store):
+    """Fills its file system for real (a filler file) once a run's first metrics are stored, and frees it after
+    SQLite refused `room_after` writes."""
+
+    filler: Path | None = None
+    refused = 0
+    room_after = 3
+
+    def append_metrics(self, run_id, rows, *, advance=True):
+        cancel = super().append_metrics(run_id, rows, advance=advance)
+        cls = type(self)
+        if advance and cls.filler is None:
+            cls.filler = fill_disk(self.path.parent)
+        return cancel
+
+    @contextmanager
+    def transaction(self, *, immediate: bool = False) -> Iterator[sqlite3.Connection]:
+        cls = type(self)
+        try:
+            with super().transaction(immediate=immediate) as db:
+                yield db
+        except StoreFull:
+            cls.refused += 1
+            if cls.refused >= cls.room_after and cls.filler is not None and cls.filler.exists():
+                cls.filler.unlink()
+            raise
+
+
+def test_a_run_on_a_disk_that_fills_ends_failed_naming_it(small_disk, quick_retries, monkeypatch):
+    monkeypatch.setenv("DPLAB_HOME", str(small_disk))
+    monkeypatch.setattr(FillsTheDiskWhileTraining, "filler", None)
+    monkeypatch.setattr(FillsTheDiskWhileTraining, "refused", 0)
+    store = FillsTheDiskWhileTraining(small_disk / "runs.sqlite3")
+    spec = {k: v for k, v in fast_spec(epochs=1, noise_multiplier=1.0).items() if k != "target_epsilon"}
+    run_id = submit(store, parse_spec(spec)).run_id
+    Worker(store, data_dirs=[]).run_one()
+    run = store.get_run(run_id)
+    assert FillsTheDiskWhileTraining.refused >= 1
+    assert run.status is RunStatus.FAILED and "StoreFull" in run.error and "free space in" in run.error, run.error
+    assert store.integrity_ok()
+    assert submit(store, parse_spec(fast_spec(seed=5))).run_id  # room again: the store works

@@ -44,8 +44,11 @@ def run_set(path: Path) -> dict[str, tuple[str, int, int]]:
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory) -> tuple[Path, dict]:
-    """An archive of RUNS finished and failed runs with many metric rows, and the run set it holds."""
-    root = tmp_path_factory.mktemp("faults")
+    return archived_runs(tmp_path_factory.mktemp("faults"))
+
+
+def archived_runs(root: Path) -> tuple[Path, dict]:
+    """An archive of RUNS finished and failed runs with many metric rows (in `root`), and the run set it holds."""
     store = Store(root / "source" / "runs.sqlite3")
     for seed in range(RUNS):
         make_run(store, RunStatus.FAILED if seed % 3 == 0 else RunStatus.FINISHED, seed=seed, steps=400)
@@ -159,7 +162,7 @@ def test_an_import_killed_midway_adds_nothing_and_the_store_stays_sound(moment, 
     assert after == before | {i: (s, m, e) for i, (s, m, e) in expected.items()}
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.05, 0.2, 0.5])
+@pytest.mark.parametrize("delay", [0.1, 0.4])
 def test_an_import_killed_at_any_moment_is_all_or_nothing(delay, home, store, archive, capsys):
     path, expected = archive
     before = run_set(store.path)
@@ -196,7 +199,7 @@ def test_gc_and_delete_killed_midway_delete_all_or_nothing(moment, home, filled,
     assert run_set(filled) == {i: v for i, v in before.items() if i not in doomed}
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("delay", [0.2])
 def test_gc_killed_at_any_moment_deletes_all_or_nothing(delay, home, filled, capsys):
     before = run_set(filled)
     kept = {i: v for i, v in before.items() if i not in failed_ids(before)}
