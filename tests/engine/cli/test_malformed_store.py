@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from cache import Store
+from cache import Store, StoreUnusable
 from cache.store.schema import SCHEMA_VERSION
+from engine import api
 from engine.cli import main
 from tests.engine.jobs.test_transfer import populated
 from tests.helpers import fast_spec
@@ -340,7 +341,7 @@ def test_a_bad_store_leaves_no_new_files_behind(good_store, tmp_path, monkeypatc
 
 @pytest.mark.parametrize("case", ["truncated to half"])
 def test_the_dashboard_shows_a_bad_store_as_one_error_and_leaves_it(case, good_store, tmp_path, monkeypatch):
-    from tests.apptest_helpers import open_app
+    from tests.apptest_helpers import open_app  # Streamlit, imported only here
 
     make, message = CASES[case]
     home = tmp_path / "home"
@@ -349,4 +350,16 @@ def test_the_dashboard_shows_a_bad_store_as_one_error_and_leaves_it(case, good_s
     before = snapshot(tmp_path)
     at = open_app()  # no exception: the page shows the error instead
     assert len(at.error) == 1 and re.search(message, at.error[0].value), [e.value for e in at.error]
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("case", ["truncated to half", "a text file", "a newer schema"])
+def test_the_notebook_api_raises_the_same_named_error(case, good_store, tmp_path, monkeypatch):
+    make, message = CASES[case]
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DPLAB_HOME", str(make(home, good_store[0])))
+    before = snapshot(tmp_path)
+    with pytest.raises(StoreUnusable, match=message):
+        api.runs()
     assert snapshot(tmp_path) == before
