@@ -24,7 +24,7 @@ MOVE_ASIDE = (
 
 
 class StoreError(RuntimeError):
-    """The store cannot do what was asked (unknown run, newer schema, ...)."""
+    """The store cannot do what was asked (an unknown run, a run that cannot be deleted yet, ...)."""
 
 
 class StoreUnusable(StoreError):
