@@ -9,6 +9,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `streamlit run app/main.py` puts only app/ on the path
     sys.path.insert(0, str(ROOT))
 
+from cache import StoreUnusable  # noqa: E402
+
 # An emoji favicon is drawn locally; a :material/…: one is fetched from fonts.gstatic.com on every page load.
 st.set_page_config(page_title="DP lab", page_icon="🔒", layout="wide")
 
@@ -32,4 +34,7 @@ pages = [
     st.Page("views/runs.py", title="Runs", icon=":material/list:"),
     st.Page("views/data.py", title="Data", icon=":material/database:"),
 ]
-st.navigation(pages).run()
+try:
+    st.navigation(pages).run()
+except StoreUnusable as exc:  # damaged, not a store, read-only, full disk, newer schema: what to do, no traceback
+    st.error(f"The store cannot be used: {exc}", icon=":material/database:")

@@ -4,7 +4,7 @@ that holds it (and downloaded datasets). Imports nothing from `engine` or `app`.
 
 from cache.paths import data_home, datasets_dir, store_path
 from cache.store import Store
-from cache.store.connection import StoreError
+from cache.store.errors import StoreDamaged, StoreError, StoreFull, StoreReadOnly, StoreTooNew, StoreUnusable
 from cache.store.queue import LostRun
 from cache.store.records import WORKER_LOST, Answer, RunEvent, RunRecord, RunStatus, SweepRecord, WorkerRecord
 from cache.store.runs import NewRun
@@ -18,7 +18,12 @@ __all__ = [
     "RunRecord",
     "RunStatus",
     "Store",
+    "StoreDamaged",
     "StoreError",
+    "StoreFull",
+    "StoreReadOnly",
+    "StoreTooNew",
+    "StoreUnusable",
     "SweepRecord",
     "WorkerRecord",
     "data_home",

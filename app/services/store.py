@@ -1,6 +1,8 @@
 """Store access: the one Store of the app (a cached resource) and reads of single runs.
 
-Reads never wait on a worker: SQLite in WAL mode lets the dashboard read while workers write.
+Reads never wait on a worker: SQLite in WAL mode lets the dashboard read while workers write. A store that
+cannot be used (damaged, not a store, read-only, a full disk, a newer schema) raises its named
+`StoreUnusable`, which the entry page shows as one error instead of the page (`app/main.py`).
 """
 
 import time
@@ -8,7 +10,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from cache import RunRecord, RunStatus, Store, StoreError, store_path
+from cache import RunRecord, RunStatus, Store, StoreError, StoreUnusable, store_path
 from engine import api
 from engine.jobs.settings import stale_after_s
 
@@ -25,7 +27,9 @@ def _store_at(path: str) -> Store:
 def get_run(run_id: str) -> RunRecord | None:
     try:
         return get_store().get_run(run_id)
-    except StoreError:
+    except StoreUnusable:
+        raise
+    except StoreError:  # no such run
         return None
 
 

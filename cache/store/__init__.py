@@ -2,7 +2,9 @@
 of the project lives in this package, one module per concern:
 
 - `connection`: a short-lived connection per transaction, the wait for the write lock, the migrations of
-  `schema` applied at open; `records`: what the store holds, as immutable values;
+  `schema` applied at open; `errors`: a store file that cannot be used (not a store, damaged, read-only, a full
+  disk, a newer schema), refused before SQLite writes to it and named; `records`: what the store holds, as
+  immutable values;
 - `runs`: creating runs (the one `INSERT INTO runs`), the run that answers a cache key, reading runs;
 - `queue`: claiming, finishing, cancelling and requeuing runs, writing off the runs of a lost worker;
 - `metrics`, `events` (status history), `sweeps`, `workers`, `names` (the names users give runs): one table

@@ -230,15 +230,15 @@ def compact(store: StoreBase) -> Compaction:
     """Give the space of deleted rows back to the file system: checkpoint the WAL into the database,
     VACUUM, and truncate the WAL. Waits for running writers (the busy timeout) like any write."""
     before = store_bytes(store)
-    db = sqlite3.connect(store.path, timeout=30.0, isolation_level=None)
-    try:
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        db.execute("VACUUM")
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    except sqlite3.OperationalError as exc:
-        raise StoreError(f"cannot compact {store.path} now ({exc}); try again when the workers are idle") from exc
-    finally:
-        db.close()
+    with store.connect() as db:
+        try:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise  # a full disk (VACUUM needs room for a copy), a read-only or damaged file: named by `connect`
+            raise StoreError(f"cannot compact {store.path} now ({exc}); try again when the workers are idle") from exc
     return Compaction(bytes_before=before, bytes_after=store_bytes(store))
 
 

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from cache import Store
+from cache import Store, StoreUnusable
 from engine.jobs import settings
 
 log = logging.getLogger("dplab.pool")
@@ -108,7 +108,12 @@ class WorkerPool:
 
     def handle_exit(self, child: Child, code: int) -> None:
         reason = exit_reason(child.process.pid, code)
-        for run in self.store.fail_worker_runs(child.name, reason=reason):
+        try:
+            lost = self.store.fail_worker_runs(child.name, reason=reason)
+        except StoreUnusable as exc:  # a full disk, say: the stale-heartbeat reaper writes its runs off later
+            log.error("worker %s exited: %s; its runs not written off yet: %s", child.name, reason, exc)
+            return
+        for run in lost:
             log.warning("run %s: %s; %s", run.run_id, reason, "requeued" if run.requeued else "marked failed")
         log.warning("worker %d (%s) exited: %s", child.slot, child.name, reason)
 

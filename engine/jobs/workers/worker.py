@@ -10,6 +10,10 @@ and picks up cancel requests, so a cancel stops the run at the next step even wh
 due. Any worker also reaps runs whose heartbeat went stale (their worker was killed, ran out of
 memory or lost its machine). SIGTERM/SIGINT put the runs in hand back in the queue; a second signal
 stops at once. A worker started by a pool (`parent_pid`) whose pool dies finishes its runs and exits.
+
+A full disk stops no worker: a run whose metrics or result cannot be written fails, and its failure
+("the disk holding the store is full ...") is written as soon as there is room again (`_write_end`), while the
+worker waits, claiming nothing; a worker told to stop meanwhile leaves the run to the stale-heartbeat reaper.
 """
 
 import logging
@@ -19,11 +23,11 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
-from cache import RunRecord, Store
+from cache import RunRecord, Store, StoreFull
 from engine.jobs import settings
 from engine.jobs.recording import RunRecorder, start_stack
 from engine.jobs.run_training import StopTraining, train_claimed, train_claimed_stack
@@ -31,6 +35,12 @@ from engine.jobs.workers.datasets import LoadedDatasets
 from engine.training import pick_device
 
 log = logging.getLogger("dplab.worker")
+FULL_RETRY_S = 5.0  # how often a worker retries a write refused by a full disk
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What a failed run records: the exception's kind and message."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Shutdown(Exception):
@@ -102,10 +112,15 @@ class Worker:
                     if self.orphaned():
                         reason = "its pool exited"
                         break
-                    if time.monotonic() - last_reap > settings.stale_after_s() / 4:
-                        self.reap_stale_runs()
-                        last_reap = time.monotonic()
-                    runs = self.run_next()
+                    try:
+                        if time.monotonic() - last_reap > settings.stale_after_s() / 4:
+                            self.reap_stale_runs()
+                            last_reap = time.monotonic()
+                        runs = self.run_next()
+                    except StoreFull as exc:  # nothing claimed: wait for room
+                        log.error("%s; waiting %.0f s", exc, FULL_RETRY_S)
+                        time.sleep(FULL_RETRY_S)
+                        continue
                     if not runs:
                         if exit_when_idle:
                             reason = "queue empty"
@@ -117,8 +132,24 @@ class Worker:
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            self.store.worker_stopped(self.name, reason=reason)
+            self.stopping = True  # one try: a full disk does not hold the worker's exit
+            self._write_end(partial(self.store.worker_stopped, self.name, reason=reason), "worker stopped")
         return processed
+
+    def _write_end(self, write: Callable[[], object], what: str) -> bool:
+        """`write` (the end of a run, or of the worker) retried every `FULL_RETRY_S` while the disk holding the
+        store is full, until it is written or the worker is told to stop (then a run in hand goes to the
+        stale-heartbeat reaper: failed as "worker lost", or requeued). Whether it was written."""
+        while True:
+            try:
+                write()
+                return True
+            except StoreFull as exc:
+                if self.stopping:
+                    log.error("%s: not recorded (%s); the worker is stopping", what, exc)
+                    return False
+                log.error("%s: not recorded yet (%s); retrying in %.0f s", what, exc, FULL_RETRY_S)
+                time.sleep(FULL_RETRY_S)
 
     def reap_stale_runs(self) -> None:
         """Runs whose worker stopped sending heartbeats: failed ("worker lost"), or requeued once."""
@@ -168,12 +199,12 @@ class Worker:
             )
             log.info("run %s: %s", run.id, recorder.finished(result).value)
         except (StopTraining, Shutdown):
-            recorder.requeue("worker stopping")
-            log.info("run %s: put back in the queue (worker stopping)", run.id)
             self.stopping = True
+            if self._write_end(partial(recorder.requeue, "worker stopping"), f"run {run.id}"):
+                log.info("run %s: put back in the queue (worker stopping)", run.id)
         except Exception as exc:  # any failure is recorded on the run, the worker goes on
-            recorder.failed(f"{type(exc).__name__}: {exc}")
             log.error("run %s failed:\n%s", run.id, traceback.format_exc())
+            self._write_end(partial(recorder.failed, failure_reason(exc)), f"run {run.id}")
         finally:
             self.heartbeat.run_ids = ()
             self.heartbeat.cancelled.discard(run.id)
@@ -198,14 +229,14 @@ class Worker:
             for recorder, result in zip(recorders, results, strict=True):
                 log.info("run %s: %s", recorder.run.id, recorder.finished(result).value)
         except (StopTraining, Shutdown):
-            for recorder in recorders:
-                recorder.requeue("worker stopping")
-            log.info("runs %s: put back in the queue (worker stopping)", ", ".join(ids))
             self.stopping = True
-        except Exception as exc:  # the whole stack failed: recorded on each of its runs, the worker goes on
             for recorder in recorders:
-                recorder.failed(f"{type(exc).__name__}: {exc}")
+                self._write_end(partial(recorder.requeue, "worker stopping"), f"run {recorder.run.id}")
+            log.info("runs %s: put back in the queue (worker stopping)", ", ".join(ids))
+        except Exception as exc:  # the whole stack failed: recorded on each of its runs, the worker goes on
             log.error("runs %s failed:\n%s", ", ".join(ids), traceback.format_exc())
+            for recorder in recorders:
+                self._write_end(partial(recorder.failed, failure_reason(exc)), f"run {recorder.run.id}")
         finally:
             self.heartbeat.run_ids = ()
             self.heartbeat.cancelled.difference_update(ids)
