@@ -41,3 +41,15 @@ def parse_audit(raw: Any) -> dict[str, Any]:
     if kind not in AUDIT_KINDS:
         raise AuditError(f"kind must be one of {', '.join(AUDIT_KINDS)}; got {brief(kind)}")
     return {"canaries": canaries, "kind": kind}
+
+
+def canary_count_problem(canaries: int, coordinates: int) -> str | None:
+    """What is wrong with asking a model of `coordinates` trainable coordinates for `canaries` gradient canaries
+    (each takes one of them), or None."""
+    if canaries <= coordinates:
+        return None
+    low, high = AUDIT_CANARIES[0], min(AUDIT_CANARIES[1], coordinates)
+    return (
+        f"canaries must be an integer in [{low:,}, {high:,}] for this model (gradient canaries take one of its "
+        f"{coordinates:,} trainable coordinates each), got {canaries:,}"
+    )

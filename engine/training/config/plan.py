@@ -32,9 +32,10 @@ from engine.privacy import (
 from engine.privacy.planning import sampling_rate, steps_for
 from engine.privacy.restarts import charge_earlier_attempts, restart_sentence
 from engine.training.algorithms.learners import budget
-from engine.training.config.keys import Algorithm
+from engine.training.config.keys import RANGES, Algorithm
+from engine.training.config.reach import schedule_outside
 from engine.training.config.schedules import CONSTANT, Schedule
-from engine.training.config.spec import RunSpec, spec_dataset_info
+from engine.training.config.spec import RunSpec, SpecError, spec_dataset_info
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,6 +258,18 @@ def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) ->
         hint=sigma_hint,
         accountant_name=by,
     )
+    problem = schedule_outside(
+        "noise_schedule",
+        spec.noise_schedule,
+        base=sigma,
+        allowed=RANGES["noise_multiplier"],
+        steps=steps,
+        lot_size=lot_size,
+        n_train=n_train,
+    )
+    if problem is not None:
+        calibrated = f"σ calibrated by {by} for target_epsilon {spec.target_epsilon:g}"
+        raise SpecError("noise_schedule", f"{problem} ({calibrated})")
     return replace(_with_sigma(base, sigma), calibrated_by=by)
 
 
