@@ -186,8 +186,16 @@ GRIDS: dict[str, tuple[dict, str]] = {
 }
 
 
+ARGUMENTS: dict[str, tuple[list[str], str]] = {  # run and sweep ids typed on the command line
+    "show a run id with a surrogate": (["show", f"r{SUR}"], "argument run" + TEXT),
+    "show a run id with an escaped byte": (["show", "r\udcff"], "argument run" + TEXT),  # argv of a non-UTF-8 byte
+    "cancel a run id with a NUL": (["cancel", f"r{NUL}"], "argument run" + TEXT),
+    "runs of a sweep id with a surrogate": (["runs", "--sweep", f"s{SUR}"], "argument --sweep" + TEXT),
+}
+
+
 def test_at_least_60_new_malformed_inputs():
-    assert len(SPECS) + len(GRIDS) >= 60, len(SPECS) + len(GRIDS)
+    assert len(SPECS) + len(GRIDS) + len(ARGUMENTS) >= 60, len(SPECS) + len(GRIDS) + len(ARGUMENTS)
 
 
 def write(files: Path, case: str, content: dict) -> Path:
@@ -226,6 +234,13 @@ def test_a_grid_spec_no_worker_can_train_is_refused_naming_the_field(case, works
     grid = {"base": fast_spec(), **content}
     err = refused(["sweep", str(write(files, case, grid))], store, capsys)
     assert mentions in err, err
+
+
+@pytest.mark.parametrize("case", list(ARGUMENTS))
+def test_an_id_the_store_cannot_hold_is_refused_naming_the_argument(case, workspace, capsys):  # noqa: F811
+    store, _ = workspace
+    argv, mentions = ARGUMENTS[case]
+    assert mentions in refused(argv, store, capsys)
 
 
 @pytest.mark.parametrize(
