@@ -111,7 +111,7 @@ SPECS: dict[str, tuple[dict, str]] = {
     "90,000 canaries, cifar10 cnn": (audited(90_000, dataset="cifar10", model="cnn", lot_size=256), "[10, 37,274]"),
     "300 canaries, adult logreg": (audited(300, dataset="adult", lot_size=256), "integer in [10, 210]"),
     # CSV paths that are not regular files
-    "csv path a directory": (csv_spec("."), "dataset: "),
+    "csv path a directory": (csv_spec("."), "not a regular file"),
     "csv path /dev/null": (csv_spec("/dev/null"), "not a regular file"),
     # text with a NUL or an unpaired surrogate, in every kind of string field
     "NUL in a csv path": (csv_spec(f"x{NUL}.csv"), "dataset" + TEXT),
@@ -178,7 +178,7 @@ GRIDS: dict[str, tuple[dict, str]] = {
         "grid point pca_dims=10, seed=0: audit: canaries must be an integer in [10, 110]",
     ),
     "100,000 canaries in the base": ({"base": audited(100_000), "grid": {"lr": [1, 2]}}, "integer in [10, 650]"),
-    "csv path a directory in the base": ({"base": csv_spec("."), "grid": {"lr": [1, 2]}}, "dataset: "),
+    "csv path a directory in the base": ({"base": csv_spec("."), "grid": {"lr": [1, 2]}}, "not a regular file"),
     "canaries over a search": (
         {"base": audited(1000), "search": {"distribution": "poisson", "mean": 4}, "grid": {"lr": [1, 2]}},
         "audit: canaries must be an integer in [10, 650]",
@@ -292,6 +292,15 @@ def test_the_edge_trains_and_one_past_it_is_refused(edge):
     engine.api.spec(on_edge)
     with pytest.raises(SpecError):
         engine.api.spec(past)
+
+
+def test_a_target_epsilon_calibrates_a_sigma_whose_schedule_stays_in_range():
+    """σ × 0.01 in the second half: the smallest σ meeting ε = 3 among those that keep every phase in [0.05, 500]
+    (the calibration no longer tries a base σ whose schedule leaves the range)."""
+    plan = engine.api.plan(fast_spec(noise_schedule=step(0.01, 10)))
+    sigmas = [plan.noise_multiplier * factor for factor, _ in plan.noise_phases]
+    assert len(sigmas) == 2 and all(0.05 <= sigma <= 500 for sigma in sigmas), sigmas
+    assert engine.api.epsilons(plan.ledger(), delta=plan.delta, accountants=["rdp"])["rdp"] <= 3.0
 
 
 def test_a_relative_csv_path_is_stored_absolute(workspace, capsys, monkeypatch, tmp_path):  # noqa: F811
