@@ -19,6 +19,8 @@ from engine.privacy import (
     rdp_curve,
 )
 from engine.training import DatasetError, SpecError, parse_spec, plan_spec
+from engine.training.config.reach import spec_coordinates
+from engine.training.config.spec import spec_dataset_info
 from engine.training.datasets import DATASETS
 
 
@@ -94,6 +96,17 @@ def canonical_spec(spec_json: str) -> str | None:
     """A stored run's spec as canonical JSON (what `PlanPreview.canonical` holds for the form), None if invalid."""
     try:
         return parse_spec(json.loads(spec_json)).canonical_json()
+    except (SpecError, DatasetError, ValueError):
+        return None
+
+
+@st.cache_data(max_entries=64)
+def model_coordinates(spec_json: str) -> int | None:
+    """The trainable coordinates of the model a raw spec trains (its `audit` left out: gradient canaries take one
+    each), None when the spec is invalid without it."""
+    try:
+        spec = parse_spec({key: value for key, value in json.loads(spec_json).items() if key != "audit"})
+        return spec_coordinates(spec, spec_dataset_info(spec))
     except (SpecError, DatasetError, ValueError):
         return None
 

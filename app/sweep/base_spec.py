@@ -2,11 +2,13 @@
 disturbs the Train page's form), each widget with a one-sentence tooltip. Returns the raw base spec;
 the engine validates it with every grid point."""
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
 
+from app import services
 from app.common import handoff
 from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
 from app.common.safe_text import literal
@@ -98,13 +100,14 @@ def base_form() -> dict[str, Any]:
             key="sweep_base_seed",
             help="Seeds count up from this one for every grid point.",
         )
-        if algorithm == Algorithm.DPSGD and (audit := _audit()):
+        if algorithm == Algorithm.DPSGD and (audit := _audit(raw)):
             raw["audit"] = audit
     return raw
 
 
-def _audit() -> dict[str, Any] | None:
-    """A one-run audit of every run of the sweep (its ε̂ appears on the Compare frontier as an interval)."""
+def _audit(raw: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A one-run audit of every run of the sweep (its ε̂ appears on the Compare frontier as an interval). Its count
+    starts at min(1,000, the base model's trainable coordinates): gradient canaries take one coordinate each."""
     if not st.checkbox(
         "Audit every run with canaries",
         key="sweep_base_audit",
@@ -118,7 +121,7 @@ def _audit() -> dict[str, Any] | None:
         "Canaries m",
         low,
         high,
-        value=1000,
+        value=max(low, min(1000, services.model_coordinates(json.dumps(dict(raw), sort_keys=True)) or 1000)),
         key="sweep_base_audit_canaries",
         help="More canaries can show a larger ε̂ (1,000 canaries never show more than about 5 at δ = 1e-5).",
     )

@@ -1,11 +1,14 @@
 """The Train form's less common fields: a textbook learner's few fields, and the Advanced expander (clipping mode,
 optimizer, anisotropic-noise weights and a one-run audit of ε with canaries). Widgets only describe a spec."""
 
+import json
+
 import streamlit as st
 
+from app import services
 from app.train import form_spec
 from app.train.form_state import KEEP, choice, field_value, key, number, seed, slider
-from app.train.presets import ANISO_MAX_RATIOS, ANISO_SMOOTHINGS, OPTIMIZERS, ROUNDS, THRESHOLDS
+from app.train.presets import ANISO_MAX_RATIOS, ANISO_SMOOTHINGS, FORM_DEFAULTS, OPTIMIZERS, ROUNDS, THRESHOLDS
 from engine.privacy.auditing import CANARY_KINDS, audit_ceiling
 from engine.training.config.audit import AUDIT_CANARIES
 
@@ -108,12 +111,27 @@ def advanced() -> None:
             audit_fields()
 
 
+def fit_canaries() -> None:
+    """Ticking the audit starts it at min(the default count, the model's trainable coordinates): gradient canaries
+    take one coordinate each, so the default audit of any model trains (digits' logistic regression has 650). A
+    count typed later is kept as typed; one the model cannot take disables Train, saying why."""
+    if not field_value("audit"):
+        return
+    chosen = services.training_datasets()[field_value("dataset")]
+    raw = form_spec.raw_spec({name: field_value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
+    coordinates = services.model_coordinates(json.dumps(raw, sort_keys=True))
+    if coordinates is not None:
+        fitted = min(FORM_DEFAULTS["audit_canaries"], coordinates)
+        st.session_state[key("audit_canaries")] = max(AUDIT_CANARIES[0], fitted)
+
+
 def audit_fields() -> None:
     """A one-run audit: canaries whose membership the released run is scored on, for a lower bound ε̂ beside ε."""
     st.checkbox(
         "Audit ε with canaries",
         key=key("audit"),
         persist_state=KEEP,
+        on_change=fit_canaries,
         help="Adds canaries, each in the training data with probability ½, and scores them after training: how "
         "many memberships can be guessed gives ε̂, a lower bound on the true ε at 95% confidence (Steinke, Nasr "
         "& Jagielski 2023). It never changes ε; an ε̂ near ε would mean the bound is tight, one above it a bug.",

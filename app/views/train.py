@@ -19,12 +19,13 @@ plan_summary.dataset_note(raw_spec["dataset"])
 preview = services.preview_plan(json.dumps(raw_spec, sort_keys=True))
 plan_summary.plan_summary(preview, target_epsilon=raw_spec.get("target_epsilon"))
 
+TRAIN_HELP = "Queue this configuration for a background worker (an identical finished run is served from the cache)."
 if st.button(
     "Train",
     type="primary",
     key="train",
     disabled=preview.error is not None,
-    help="Queue this configuration for a background worker (an identical finished run is served from the cache).",
+    help=TRAIN_HELP if preview.error is None else f"Cannot train this configuration: {literal(preview.error)}",
 ):
     try:
         submission = services.submit_spec(raw_spec)

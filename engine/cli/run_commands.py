@@ -23,6 +23,7 @@ from engine.privacy import epsilon_text
 from engine.privacy.accountants.curve import epsilons_as_inf, is_epsilon_name, unbounded_as_inf
 from engine.privacy.limits import NumberRange, brief
 from engine.training import load_dataset, parse_spec, plan_spec
+from engine.training.config.text import text_problem
 
 BACKENDS = ("local", "ray")
 
@@ -236,6 +237,13 @@ def cmd_cancel(args: argparse.Namespace, store: Store) -> None:
         raise CliError(f"{args.run} is already {status.value}; nothing to cancel")
 
 
+def _text(value: str) -> str:
+    """A run or sweep id as typed: text the store can look up (no NUL, no unpaired surrogate)."""
+    if (problem := text_problem(value)) is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
 _positive_int = bounded(NumberRange(low=1, high=256, integer=True))
 _positive_int_or_many = bounded(NumberRange(low=1, high=1_000_000, integer=True))
 _poll_seconds = bounded(NumberRange(low=0.01, high=60))  # seconds
@@ -288,16 +296,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--limit", type=_positive_int_or_many, default=100)
     p.add_argument("--status", nargs="+", choices=[s.value for s in RunStatus], help="only runs in these statuses")
-    p.add_argument("--sweep", default=None, help="only the runs of this sweep")
+    p.add_argument("--sweep", type=_text, default=None, help="only the runs of this sweep")
     p.set_defaults(func=cmd_runs, needs_store=True)
 
     p = sub.add_parser("show", help="one run as JSON: spec, plan, result, status history")
-    p.add_argument("run")
+    p.add_argument("run", type=_text)
     p.add_argument("--metrics", action="store_true", help="include every per-step metric")
     p.add_argument("--json", action="store_true", help="accepted for uniformity: the output is always JSON")
     p.set_defaults(func=cmd_show, needs_store=True)
 
     p = sub.add_parser("cancel", help="cancel a queued run (never starts) or a running one (stops within a step)")
-    p.add_argument("run")
+    p.add_argument("run", type=_text)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_cancel, needs_store=True)

@@ -40,6 +40,7 @@ from engine.privacy import PrivacyError
 from engine.privacy.selection import TrialCount
 from engine.training import RunSpec, SpecError, parse_spec, stack_key
 from engine.training.config.keys import ALL_KEYS
+from engine.training.config.text import bad_text
 
 SWEEP_KEYS = ("name", "base", "grid", "seeds", "search", "on_worker_lost", "vectorize")
 MAX_PARAMETERS = 2
@@ -90,6 +91,8 @@ def grid_configurations(raw: Any) -> list[SweepPoint]:
     parameter slowest), after checking every key but `seeds` and `search`."""
     if not isinstance(raw, Mapping):
         raise SweepError("sweep", f"must be a JSON object, got {type(raw).__name__}")
+    if (bad := bad_text(raw, "")) is not None:
+        raise SweepError(*bad)
     unknown = sorted(set(raw) - set(SWEEP_KEYS))
     if unknown:
         raise SweepError(unknown[0], f"unknown key; allowed keys: {', '.join(SWEEP_KEYS)}")

@@ -43,7 +43,7 @@ from torch import Tensor, nn
 
 from engine.privacy.auditing import CanaryAudit, audit_scores, audit_sentence, sampled_shift_log_ratio
 from engine.training.canary_placement import PublicProfile, public_profile, quietest
-from engine.training.config.audit import AUDIT_CANARIES
+from engine.training.config.audit import canary_count_problem
 from engine.training.config.spec import RunSpec, SpecError
 
 if TYPE_CHECKING:  # the trainer imports this module
@@ -64,14 +64,9 @@ def public_generator(seed: int, salt: int) -> torch.Generator:
 
 def check_canary_count(canaries: int, coordinates: int) -> None:
     """SpecError naming `audit` and the allowed range when a model has fewer trainable coordinates than the
-    gradient canaries asked for (each takes one)."""
-    if canaries > coordinates:
-        low, high = AUDIT_CANARIES[0], min(AUDIT_CANARIES[1], coordinates)
-        raise SpecError(
-            "audit",
-            f"canaries must be an integer in [{low:,}, {high:,}] for this model (gradient canaries take one of its "
-            f"{coordinates:,} trainable coordinates each), got {canaries:,}",
-        )
+    gradient canaries asked for (each takes one; `parse_spec` refuses such a spec already)."""
+    if (problem := canary_count_problem(canaries, coordinates)) is not None:
+        raise SpecError("audit", problem)
 
 
 class GradientCanaries:

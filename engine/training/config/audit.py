@@ -5,10 +5,10 @@
 
 `kind` "gradient": white-box canaries, a crafted gradient of norm C in one coordinate of the model (a Dirac
 canary, Nasr et al. 2023), one of the coordinates where the public test split's gradient at the initial model is
-smallest (so at most one canary per trainable coordinate, checked when the model is built), added to the clipped
-sum of each lot it is sampled into and scored by the released noisy sums in that coordinate. "input": black-box
-canaries, out-of-distribution inputs with random labels trained on like any example and scored by the final
-model's loss on them.
+smallest (so at most one canary per trainable coordinate: `parse_spec` counts them on the model the spec builds,
+`config.reach`), added to the clipped sum of each lot it is sampled into and scored by the released noisy sums in
+that coordinate. "input": black-box canaries, out-of-distribution inputs with random labels trained on like any
+example and scored by the final model's loss on them.
 """
 
 from collections.abc import Mapping
@@ -41,3 +41,15 @@ def parse_audit(raw: Any) -> dict[str, Any]:
     if kind not in AUDIT_KINDS:
         raise AuditError(f"kind must be one of {', '.join(AUDIT_KINDS)}; got {brief(kind)}")
     return {"canaries": canaries, "kind": kind}
+
+
+def canary_count_problem(canaries: int, coordinates: int) -> str | None:
+    """What is wrong with asking a model of `coordinates` trainable coordinates for `canaries` gradient canaries
+    (each takes one of them), or None."""
+    if canaries <= coordinates:
+        return None
+    low, high = AUDIT_CANARIES[0], min(AUDIT_CANARIES[1], coordinates)
+    return (
+        f"canaries must be an integer in [{low:,}, {high:,}] for this model (gradient canaries take one of its "
+        f"{coordinates:,} trainable coordinates each), got {canaries:,}"
+    )

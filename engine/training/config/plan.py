@@ -32,9 +32,10 @@ from engine.privacy import (
 from engine.privacy.planning import sampling_rate, steps_for
 from engine.privacy.restarts import charge_earlier_attempts, restart_sentence
 from engine.training.algorithms.learners import budget
-from engine.training.config.keys import Algorithm
+from engine.training.config.keys import RANGES, Algorithm
+from engine.training.config.reach import schedule_outside
 from engine.training.config.schedules import CONSTANT, Schedule
-from engine.training.config.spec import RunSpec, spec_dataset_info
+from engine.training.config.spec import RunSpec, SpecError, spec_dataset_info
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,7 +221,8 @@ class TrainingPlan:
 
 def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) -> TrainingPlan:
     """The plan of a spec; with a target ε, σ is the smallest meeting it by the spec's calibration accountant
-    (RDP by default, or PLD, which spends the target) for the whole ledger (up-front releases included).
+    (RDP by default, or PLD, which spends the target) for the whole ledger (up-front releases included), among the
+    σ whose noise schedule keeps σ × multiplier in σ's range at every step (a σ raised to that floor spends less).
     `sigma_hint`, a σ planned earlier for this spec, saves the search when the accountant confirms it
     (see `calibrate_sigma`)."""
     algorithm = Algorithm(spec.algorithm)
@@ -250,13 +252,34 @@ def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) ->
     if spec.noise_multiplier is not None:
         return base
     by = spec.calibration_accountant or "rdp"
-    sigma = calibrate_sigma(
-        lambda s: _with_sigma(base, s).ledger(),
-        target_epsilon=spec.target_epsilon,
-        delta=spec.delta,
-        hint=sigma_hint,
-        accountant_name=by,
+    allowed = RANGES["noise_multiplier"]
+    last = spec.noise_schedule.factor_at((steps - 1) * lot_size / n_train)  # the multiplier is monotone in the step
+    floor, ceiling = allowed.low / min(1.0, last), allowed.high / max(1.0, last)  # σ whose schedule stays in range
+
+    def fitted(sigma: float) -> float:
+        return min(max(sigma, floor), ceiling)
+
+    sigma = fitted(
+        calibrate_sigma(
+            lambda s: _with_sigma(base, fitted(s)).ledger(),
+            target_epsilon=spec.target_epsilon,
+            delta=spec.delta,
+            hint=sigma_hint,
+            accountant_name=by,
+        )
     )
+    problem = schedule_outside(
+        "noise_schedule",
+        spec.noise_schedule,
+        base=sigma,
+        allowed=allowed,
+        steps=steps,
+        lot_size=lot_size,
+        n_train=n_train,
+    )
+    if problem is not None:  # parse_spec refuses multipliers spanning more than σ's range: a safety net
+        calibrated = f"σ calibrated by {by} for target_epsilon {spec.target_epsilon:g}"
+        raise SpecError("noise_schedule", f"{problem} ({calibrated})")
     return replace(_with_sigma(base, sigma), calibrated_by=by)
 
 

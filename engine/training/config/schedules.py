@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from engine.privacy.limits import brief
+from engine.privacy.limits import NumberRange, brief
 
 
 class ScheduleKind(StrEnum):
@@ -41,9 +41,12 @@ class Schedule:
     epochs: float | None = None  # linear: epochs to reach it
 
     def factor_at(self, epoch: float) -> float:
-        """The multiplier of the base value at a (fractional) epoch ≥ 0."""
+        """The multiplier of the base value at a (fractional) epoch ≥ 0 (+∞ past the largest float)."""
         if self.kind is ScheduleKind.STEP:
-            return self.factor ** math.floor(epoch / self.every_epochs + 1e-9)
+            try:
+                return self.factor ** math.floor(epoch / self.every_epochs + 1e-9)
+            except OverflowError:
+                return math.inf
         if self.kind is ScheduleKind.LINEAR:
             progress = min(1.0, epoch / self.epochs)
             return 1.0 + (self.end_factor - 1.0) * progress
@@ -59,6 +62,25 @@ class Schedule:
             else:
                 runs.append([value, 1])
         return tuple((float(v), int(n)) for v, n in runs)
+
+    def first_step_outside(
+        self, *, base: float, allowed: NumberRange, steps: int, epoch_of_step: Callable[[int], float]
+    ) -> tuple[int, float] | None:
+        """The first of steps 1..steps whose value, base × multiplier, leaves `allowed`, as (step, value); None if
+        none does. The multiplier is monotone in the step (a step schedule's `factor ** k` with k growing, a linear
+        one's ramp), so the last step decides whether any leaves, and a bisection finds the first: O(log steps).
+        """
+
+        def outside(step: int) -> bool:
+            return allowed.problem(base * self.factor_at(epoch_of_step(step))) is not None
+
+        if steps < 1 or not outside(steps):
+            return None
+        low, high = 1, steps  # outside(high); the first step outside is in [low, high]
+        while low < high:
+            middle = (low + high) // 2
+            low, high = (low, middle) if outside(middle) else (middle + 1, high)
+        return low, base * self.factor_at(epoch_of_step(low))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind.value}

@@ -15,6 +15,8 @@ refused rather than silently trained on.
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -43,7 +45,9 @@ from engine.training.config.keys import (
     SCHEDULES,
     Algorithm,
 )
+from engine.training.config.reach import canaries_problem, schedules_problem
 from engine.training.config.schedules import CONSTANT, Schedule, ScheduleError, ScheduleKind, parse_schedule
+from engine.training.config.text import bad_text
 from engine.training.datasets import (
     CSV_PREFIX,
     CsvSchemaError,
@@ -149,6 +153,8 @@ def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
     """Validate a JSON object into a RunSpec, including the dataset-dependent checks."""
     if not isinstance(raw, Mapping):
         raise SpecError("spec", f"must be a JSON object, got {type(raw).__name__}")
+    if (bad := bad_text(raw, "")) is not None:
+        raise SpecError(*bad)
     unknown = sorted(set(raw) - set(ALL_KEYS))
     if unknown:
         raise SpecError(unknown[0], f"unknown key; allowed keys: {', '.join(ALL_KEYS)}")
@@ -171,13 +177,11 @@ def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
     values |= _model_options(raw, model, info)
     values |= _privacy_options(raw, algorithm, values, info)
     values |= _training_options(raw, algorithm, values, info, model)
-    return RunSpec(
-        dataset=info.name if not csv_fields else raw["dataset"],
-        model=model,
-        algorithm=algorithm.value,
-        **csv_fields,
-        **values,
-    )
+    spec = RunSpec(dataset=info.name, model=model, algorithm=algorithm.value, **csv_fields, **values)
+    for problem in (schedules_problem(spec, info), canaries_problem(spec, info)):
+        if problem is not None:
+            raise SpecError(*problem)
+    return spec
 
 
 def _lab_noise_only(raw: Mapping[str, Any], algorithm: Algorithm) -> Mapping[str, Any]:
@@ -224,13 +228,7 @@ def _learner_spec(
         raise SpecError(
             "epochs", f"sq_laplace takes whole iterations (full-batch statistical queries), got {out['epochs']:g}"
         )
-    return RunSpec(
-        dataset=info.name if not csv_fields else raw["dataset"],
-        model=model,
-        algorithm=algorithm.value,
-        **csv_fields,
-        **out,
-    )
+    return RunSpec(dataset=info.name, model=model, algorithm=algorithm.value, **csv_fields, **out)
 
 
 def _dataset(raw: Mapping[str, Any]) -> tuple[DatasetInfo, dict[str, Any]]:
@@ -248,15 +246,30 @@ def _dataset(raw: Mapping[str, Any]) -> tuple[DatasetInfo, dict[str, Any]]:
     if "schema" not in raw:
         raise SpecError("schema", "missing: a csv:PATH dataset needs its declared schema (target, classes, columns)")
     schema = _csv_schema(raw["schema"])
-    path = name[len(CSV_PREFIX) :]
+    path = _regular_csv(name[len(CSV_PREFIX) :])
     try:
-        info = dataset_info(name, schema=schema)
+        info = dataset_info(CSV_PREFIX + path, schema=schema)
         digest = file_sha256(path)
     except (DatasetError, OSError) as exc:
         raise SpecError("dataset", str(exc)) from None
     if "data_sha256" in raw and raw["data_sha256"] != digest:
         raise SpecError("data_sha256", f"{path} changed since this spec was made (sha256 now {digest})")
     return info, {"schema": dict(raw["schema"]), "data_sha256": digest}
+
+
+def _regular_csv(path: str) -> str:
+    """The absolute path of a CSV upload, if it names a regular file: the spec stores it, so a worker started
+    in another directory reads the same file (its `data_sha256` pins the content)."""
+    if not path:
+        raise SpecError("dataset", f"give the CSV file's path after {CSV_PREFIX!r}")
+    absolute = os.path.abspath(path)
+    try:
+        found = os.stat(absolute)  # never opens it: a FIFO would block
+    except OSError as exc:
+        raise SpecError("dataset", f"{brief(absolute)}: cannot be read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(found.st_mode):
+        raise SpecError("dataset", f"{brief(absolute)}: not a regular file; give the path of a CSV file")
+    return absolute
 
 
 def _csv_schema(raw: Any):

@@ -8,6 +8,7 @@ per-example privacy), so every per-example gradient depends on that example alon
 import itertools
 import math
 
+import torch
 from torch import nn
 
 MODELS = ("logreg", "mlp", "cnn")
@@ -99,3 +100,18 @@ def build_model(
     if name == "cnn":
         return _build_cnn(n_features, n_classes, image_shape)
     raise ValueError(f"model must be one of {', '.join(MODELS)}; got {name!r}")
+
+
+def trainable_coordinates(
+    name: str,
+    *,
+    n_features: int,
+    n_classes: int,
+    hidden: tuple[int, ...] = (),
+    image_shape: tuple[int, int, int] | None = None,
+) -> int:
+    """The trainable coordinates of `build_model`'s model, `sum(p.numel())` over the parameters that require a
+    gradient, counted on torch's "meta" device: the very model, built without memory or a random draw."""
+    with torch.device("meta"):
+        model = build_model(name, n_features=n_features, n_classes=n_classes, hidden=hidden, image_shape=image_shape)
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
