@@ -13,6 +13,7 @@ import streamlit as st
 from cache import RunRecord, RunStatus, Store, StoreError, StoreUnusable, store_path
 from engine import api
 from engine.jobs.settings import stale_after_s
+from engine.training.config.text import text_problem
 
 
 def get_store() -> Store:
@@ -81,7 +82,10 @@ def run_names() -> dict[str, str]:
 
 
 def set_run_name(run_id: str, name: str) -> str:
-    """Name a run (an empty name removes it); StoreError for a name over the limit or an unknown run."""
+    """Name a run (an empty name removes it); StoreError for a name over the limit, with a NUL or an unpaired
+    surrogate (the text rule of every spec field), or an unknown run."""
+    if (problem := text_problem(name)) is not None:
+        raise StoreError(f"name: {problem}")
     kept = get_store().set_run_name(run_id, name)
     run_names.clear()
     return kept

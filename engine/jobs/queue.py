@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from cache import Answer, NewRun, RunStatus, Store
 from engine import ENGINE_VERSION
 from engine.jobs.options import JobOptions
-from engine.training import RunSpec
+from engine.training import RunSpec, plan_spec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +61,11 @@ def submit(
 ) -> Submission:
     """Queue `spec` (or answer from the cache, or with the identical run already queued), in one store
     transaction. `planned_noise_multiplier`: the σ the submitter already calibrated for it; the worker
-    checks it with its own accountant instead of searching again."""
+    checks it with its own accountant instead of searching again. Without one, the spec is planned first, so a
+    run no worker could train (a target ε no σ in range reaches) is refused here, as a `PrivacyError`, and never
+    queued."""
+    if planned_noise_multiplier is None:
+        plan_spec(spec)
     plan = {"noise_multiplier": planned_noise_multiplier} if planned_noise_multiplier is not None else None
     return _submission(store, *store.submit(new_run(spec, options or JobOptions(), plan=plan), force=force))
 

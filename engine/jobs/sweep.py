@@ -38,7 +38,7 @@ from engine.jobs.release import RunToRelease
 from engine.jobs.search import SweepPrivacy, draw_trials, parse_search, sweep_privacy
 from engine.privacy import PrivacyError
 from engine.privacy.selection import TrialCount
-from engine.training import RunSpec, SpecError, parse_spec, stack_key
+from engine.training import RunSpec, SpecError, parse_spec, plan_spec, stack_key
 from engine.training.config.keys import ALL_KEYS
 from engine.training.config.text import bad_text
 
@@ -223,7 +223,7 @@ def assign_stacks(specs: Sequence[RunSpec | None], *, most: int) -> list[str | N
 
 
 def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmission:
-    """Validate every point, then create the sweep and its new runs (stacked, unless `vectorize` is
+    """Validate and plan every point, then create the sweep and its new runs (stacked, unless `vectorize` is
     false) in one transaction. Stacks are cut among the points no run answers yet; the store decides
     again inside its transaction, and a point answered meanwhile joins as that run, outside its stack."""
     points = expand_sweep(raw)
@@ -237,7 +237,8 @@ def submit_sweep(store: Store, raw: Any, *, force: bool = False) -> SweepSubmiss
             )
             parsed = parse_spec(training)
             run = new_run(parsed, options)
-        except SpecError as exc:
+            plan_spec(parsed)  # a point no worker could train (an unreachable target ε): refused, nothing stored
+        except (SpecError, PrivacyError) as exc:
             raise SweepError(f"grid point {point_label(point.values)}", str(exc)) from None
         if run.cache_key in seen:
             raise SweepError("grid", f"points {seen[run.cache_key]} and {point_label(point.values)} train the same run")
