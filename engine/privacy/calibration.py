@@ -7,11 +7,12 @@ compositions a bisection over their pure functions. Every search returns a σ on
 the target. Errors, never garbage: a target unreachable within [SIGMA_MIN, SIGMA_MAX], or a budget
 smaller than one step costs, raises `UnreachableTargetError`.
 
-Bounded work: a search by PLD (up to a few seconds an evaluation at 10⁷ steps) evaluates ε at most
-`PLD_EVALUATION_BUDGET` times. Where ε(σ) is far from smooth (the adaptive PLD when q·T ≪ 1, where a
-discretization rung decides ε) Brent's method may need more; then the smallest σ confirmed feasible so far is
-returned: still on the private side of the target, only less close to the threshold. (The composition theorems
-cost at most one single-step profile an evaluation, whatever T; RDP and zCDP are closed forms.)
+Bounded work: a search by PLD (up to a few seconds an evaluation at 10⁷ steps) evaluates a discretized PLD
+at most `PLD_EVALUATION_BUDGET` times (the exact Gaussian closed form, q = 1, is not counted). Where ε(σ) is
+far from smooth (the adaptive PLD when q·T ≪ 1, where a discretization rung decides ε) Brent's method may need
+more; then the smallest σ confirmed feasible so far is returned: still on the private side of the target, only
+less close to the threshold. (The composition theorems cost at most one single-step profile an evaluation,
+whatever T; RDP and zCDP are closed forms.)
 """
 
 import math
@@ -21,7 +22,7 @@ from functools import cache
 import numpy as np
 from scipy.optimize import brentq
 
-from engine.privacy.accountants import accountant, pld, rdp
+from engine.privacy.accountants import accountant, gaussian, pld, rdp
 from engine.privacy.errors import PrivacyError, UnreachableTargetError, check_delta
 from engine.privacy.events import dpsgd_step_event
 from engine.privacy.ledger import PrivacyLedger, single_phase
@@ -65,9 +66,11 @@ def calibrate_sigma(
 
     @cache  # the bracket checks revisit σ values; a PLD evaluation costs ~0.1–3 s
     def eps(sigma: float) -> float:
-        if accountant_name == "pld" and eps.cache_info().currsize >= PLD_EVALUATION_BUDGET:
+        ledger = make_ledger(sigma)
+        discretized = accountant_name == "pld" and gaussian.ledger_mus(ledger, [ledger.steps]) is None
+        if discretized and eps.cache_info().currsize >= PLD_EVALUATION_BUDGET:
             raise _BudgetSpentError
-        value = final_epsilon(make_ledger(sigma), delta=delta, accountant_name=accountant_name)
+        value = final_epsilon(ledger, delta=delta, accountant_name=accountant_name)
         if value <= target_epsilon:
             feasible.append(sigma)
         return value
@@ -80,7 +83,12 @@ def calibrate_sigma(
     if accountant_name != "rdp":
         # RDP is cheap to calibrate and brackets the others: PLD is tighter (σ_pld ≤ σ_rdp), the
         # composition theorems looser (σ ≥ σ_rdp). Small σ, where PLD is slowest, is never evaluated.
-        sigma_rdp = calibrate_sigma(make_ledger, target_epsilon=target_epsilon, delta=delta, tolerance=tolerance)
+        try:
+            sigma_rdp = calibrate_sigma(make_ledger, target_epsilon=target_epsilon, delta=delta, tolerance=tolerance)
+        except UnreachableTargetError:
+            if accountant_name != "pld":
+                raise  # the composition theorems are looser than RDP
+            sigma_rdp = SIGMA_MAX  # PLD may still reach it: the search below checks SIGMA_MAX itself
         low, high = (max(SIGMA_MIN, sigma_rdp / 2), sigma_rdp) if accountant_name == "pld" else (sigma_rdp, SIGMA_MAX)
         if accountant_name == "pld" and eps(high) > target_epsilon:
             low, high = sigma_rdp, SIGMA_MAX  # discretization made PLD looser than RDP here
