@@ -7,6 +7,7 @@ from engine.cli.common import CliError, bounded, emit
 from engine.privacy import (
     ACCOUNTANTS,
     NotApplicableError,
+    UnreachableTargetError,
     calibrate_noise_multiplier,
     dpsgd_step_event,
     limits,
@@ -73,6 +74,10 @@ def cmd_calibrate(args: argparse.Namespace, store: Store | None) -> None:
             )
         except NotApplicableError as exc:
             missing[name] = str(exc)
+        except UnreachableTargetError as exc:
+            if len(names) == 1:
+                raise
+            missing[name] = str(exc)  # --all: another accountant may reach it
     if not sigmas:
         raise CliError("no accountant applies: " + "; ".join(missing.values()))
     name, sigma = min(sigmas.items(), key=lambda item: item[1])

@@ -6,6 +6,13 @@ PLD (`accountants.pld.adaptive_epsilon`), the same function that reports ε; for
 compositions a bisection over their pure functions. Every search returns a σ on the private side of
 the target. Errors, never garbage: a target unreachable within [SIGMA_MIN, SIGMA_MAX], or a budget
 smaller than one step costs, raises `UnreachableTargetError`.
+
+Bounded work: a search by PLD (up to a few seconds an evaluation at 10⁷ steps) evaluates a discretized PLD
+at most `PLD_EVALUATION_BUDGET` times (the exact Gaussian closed form, q = 1, is not counted). Where ε(σ) is
+far from smooth (the adaptive PLD when q·T ≪ 1, where a discretization rung decides ε) Brent's method may need
+more; then the smallest σ confirmed feasible so far is returned: still on the private side of the target, only
+less close to the threshold. (The composition theorems cost at most one single-step profile an evaluation,
+whatever T; RDP and zCDP are closed forms.)
 """
 
 import math
@@ -15,13 +22,14 @@ from functools import cache
 import numpy as np
 from scipy.optimize import brentq
 
-from engine.privacy.accountants import accountant, pld, rdp
+from engine.privacy.accountants import accountant, gaussian, pld, rdp
 from engine.privacy.errors import PrivacyError, UnreachableTargetError, check_delta
 from engine.privacy.events import dpsgd_step_event
 from engine.privacy.ledger import PrivacyLedger, single_phase
 from engine.privacy.limits import MAX_ACCOUNTED_STEPS, SIGMA_MAX, SIGMA_MIN
 
 MAX_STEPS = MAX_ACCOUNTED_STEPS
+PLD_EVALUATION_BUDGET = 6  # adaptive PLD evaluations of one σ search
 HINT_SLACK = 0.01  # a σ hint is taken when it spends at least 99% of the target ε, and never more than all of it
 
 
@@ -54,9 +62,18 @@ def calibrate_sigma(
     _check_target(target_epsilon, delta)
     accountant(accountant_name)  # a named error for an unknown accountant
 
-    @cache  # the bracket checks revisit σ values; a PLD evaluation costs ~0.1–1 s
+    feasible: list[float] = []  # every σ evaluated with ε(σ) ≤ target
+
+    @cache  # the bracket checks revisit σ values; a PLD evaluation costs ~0.1–3 s
     def eps(sigma: float) -> float:
-        return final_epsilon(make_ledger(sigma), delta=delta, accountant_name=accountant_name)
+        ledger = make_ledger(sigma)
+        discretized = accountant_name == "pld" and gaussian.ledger_mus(ledger, [ledger.steps]) is None
+        if discretized and eps.cache_info().currsize >= PLD_EVALUATION_BUDGET:
+            raise _BudgetSpentError
+        value = final_epsilon(ledger, delta=delta, accountant_name=accountant_name)
+        if value <= target_epsilon:
+            feasible.append(sigma)
+        return value
 
     confirmed = hint is not None and SIGMA_MIN <= hint <= SIGMA_MAX
     if confirmed and (1 - HINT_SLACK) * target_epsilon <= eps(hint) <= target_epsilon:
@@ -66,8 +83,13 @@ def calibrate_sigma(
     if accountant_name != "rdp":
         # RDP is cheap to calibrate and brackets the others: PLD is tighter (σ_pld ≤ σ_rdp), the
         # composition theorems looser (σ ≥ σ_rdp). Small σ, where PLD is slowest, is never evaluated.
-        sigma_rdp = calibrate_sigma(make_ledger, target_epsilon=target_epsilon, delta=delta, tolerance=tolerance)
-        low, high = (sigma_rdp / 2, sigma_rdp) if accountant_name == "pld" else (sigma_rdp, SIGMA_MAX)
+        try:
+            sigma_rdp = calibrate_sigma(make_ledger, target_epsilon=target_epsilon, delta=delta, tolerance=tolerance)
+        except UnreachableTargetError:
+            if accountant_name != "pld":
+                raise  # the composition theorems are looser than RDP
+            sigma_rdp = SIGMA_MAX  # PLD may still reach it: the search below checks SIGMA_MAX itself
+        low, high = (max(SIGMA_MIN, sigma_rdp / 2), sigma_rdp) if accountant_name == "pld" else (sigma_rdp, SIGMA_MAX)
         if accountant_name == "pld" and eps(high) > target_epsilon:
             low, high = sigma_rdp, SIGMA_MAX  # discretization made PLD looser than RDP here
         if low > SIGMA_MIN and eps(low) <= target_epsilon:
@@ -81,17 +103,24 @@ def calibrate_sigma(
         )
     if low == SIGMA_MIN and eps(SIGMA_MIN) <= target_epsilon:
         return SIGMA_MIN
-    if accountant_name == "rdp":
-        sigma = _calibrate_rdp(make_ledger, eps, target_epsilon, delta, tolerance)
-    elif accountant_name == "pld":
-        # Brent's method on the adaptive PLD itself (the function every page reports), not on one fixed
-        # interval: the σ returned spends the target by the very ε that is shown for it.
-        sigma = _brent_feasible(eps, target_epsilon, low, high, tolerance)
-    else:
-        sigma = _bisect_feasible(eps, target_epsilon, low, high, tolerance)
+    try:
+        if accountant_name == "rdp":
+            sigma = _calibrate_rdp(make_ledger, eps, target_epsilon, delta, tolerance)
+        elif accountant_name == "pld":
+            # Brent's method on the adaptive PLD itself (the function every page reports), not on one fixed
+            # interval: the σ returned spends the target by the very ε that is shown for it.
+            sigma = _brent_feasible(eps, target_epsilon, low, high, tolerance)
+        else:
+            sigma = _bisect_feasible(eps, target_epsilon, low, high, tolerance)
+    except _BudgetSpentError:
+        sigma = min(feasible)  # ε(high) ≤ target was evaluated before the search: never empty
     if eps(sigma) > target_epsilon:  # the libraries guarantee this; never trust silently
         raise PrivacyError(f"calibration returned σ={sigma} with ε > {target_epsilon}")
     return float(sigma)
+
+
+class _BudgetSpentError(Exception):
+    """A PLD σ search used its PLD_EVALUATION_BUDGET (never leaves this module)."""
 
 
 INTEGER_ORDERS: tuple[float, ...] = tuple(a for a in rdp.DEFAULT_ORDERS if float(a).is_integer())

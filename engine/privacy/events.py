@@ -22,6 +22,7 @@ import attr
 from dp_accounting import dp_event
 
 from engine.privacy.errors import NoTightAnalysisError, PrivacyError
+from engine.privacy.limits import MIN_ACCOUNTED_SAMPLING_RATE, SAMPLING_RATE
 
 
 @attr.define(frozen=True)
@@ -63,12 +64,19 @@ def dpsgd_step_event(
     lot_size: int | None = None,
     approximate_shuffle: bool = False,
 ) -> dp_event.DpEvent:
-    """One DP-SGD step under the given lot-sampling scheme."""
+    """One DP-SGD step under the given lot-sampling scheme.
+
+    A Poisson rate below `MIN_ACCOUNTED_SAMPLING_RATE` (1e-9) is accounted at that rate: a valid upper bound, since
+    the privacy of Poisson subsampling only weakens as q grows (the hockey-stick divergence of the mixture
+    (1 − q)Q + qP against Q is convex in q and 0 at q = 0, so non-decreasing; Rényi divergence is jointly
+    quasi-convex, so the same holds for RDP; Balle, Barthe & Gaboardi 2018; van Erven & Harremoës 2014). Below
+    it the libraries' series fail to converge, and no dataset here has more than 10⁹ examples."""
     gaussian = gaussian_event(noise_multiplier=noise_multiplier)
     if sampling is Sampling.POISSON:
-        if sampling_rate is None or not 0.0 < sampling_rate <= 1.0:
-            raise PrivacyError(f"sampling_rate must be in (0, 1], got {sampling_rate}")
-        return dp_event.PoissonSampledDpEvent(sampling_probability=sampling_rate, event=gaussian)
+        if (problem := SAMPLING_RATE.problem(sampling_rate)) is not None:
+            raise PrivacyError(f"sampling_rate {problem}")
+        accounted = max(float(sampling_rate), MIN_ACCOUNTED_SAMPLING_RATE)
+        return dp_event.PoissonSampledDpEvent(sampling_probability=accounted, event=gaussian)
     if dataset_size is None or lot_size is None or not 1 <= lot_size <= dataset_size:
         raise PrivacyError(f"lot_size must be in [1, dataset_size], got {lot_size} of {dataset_size}")
     if sampling is Sampling.WITHOUT_REPLACEMENT:

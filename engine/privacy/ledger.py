@@ -17,6 +17,7 @@ import numpy as np
 from dp_accounting import NeighboringRelation, dp_event
 
 from engine.privacy.errors import PrivacyError
+from engine.privacy.limits import MAX_CURVE_POINTS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,8 +54,14 @@ class PrivacyLedger:
         return self.upfront + self.phases
 
     def queried_steps(self, steps: Sequence[int] | np.ndarray | None) -> np.ndarray:
-        """The step counts an accountant is asked about: every step 1..T by default."""
-        return np.arange(1, self.steps + 1) if steps is None else np.asarray(steps, dtype=np.int64)
+        """The step counts an accountant is asked about: by default every step 1..T, or, past
+        `MAX_CURVE_POINTS` steps, that many evenly spaced ones ending at T (a curve over 10⁷ steps would
+        otherwise hold 10⁷ × orders floats)."""
+        if steps is not None:
+            return np.asarray(steps, dtype=np.int64)
+        if self.steps <= MAX_CURVE_POINTS:
+            return np.arange(1, self.steps + 1)
+        return np.unique(np.linspace(1, self.steps, MAX_CURVE_POINTS).round().astype(np.int64))
 
     def counts_at(self, steps: Sequence[int] | np.ndarray) -> np.ndarray:
         """(len(steps) × len(releases)) occurrences of each release after each step count (a count below

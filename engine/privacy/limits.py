@@ -14,6 +14,7 @@ from typing import Any
 SIGMA_MIN = 0.05
 SIGMA_MAX = 500.0
 MAX_ACCOUNTED_STEPS = 10_000_000  # what the accountants are asked about at most (the CLI, the Plan page)
+MAX_CURVE_POINTS = 250_000  # step counts of a curve asked for "every step" (a training run's cap: every one)
 MAX_SHOWN_CHARACTERS = 80  # of a rejected value echoed in an error message
 
 
@@ -67,4 +68,7 @@ TARGET_EPSILON = NumberRange(low=0.01, high=100.0)
 NOISE_MULTIPLIER = NumberRange(low=SIGMA_MIN, high=SIGMA_MAX)
 DELTA = NumberRange(low=0.0, high=0.1, low_open=True)  # and below 1/N, which needs the dataset
 SAMPLING_RATE = NumberRange(low=0.0, high=1.0, low_open=True)
+# Rates below this are accounted at this rate (`events.dpsgd_step_event`): one example of a 10⁹-example dataset.
+# Far below it dp_accounting's RDP series fail to converge (q = 1e-310 ended in an overflow).
+MIN_ACCOUNTED_SAMPLING_RATE = 1e-9
 ACCOUNTED_STEPS = NumberRange(low=1, high=MAX_ACCOUNTED_STEPS, integer=True)

@@ -23,6 +23,7 @@ from engine.privacy.limits import MAX_ACCOUNTED_STEPS
 MAX_TRAINING_STEPS = 250_000
 MAX_PLAN_STEPS = MAX_ACCOUNTED_STEPS
 STEP_TOLERANCE = 1e-9
+STEPS_CEILING = 1e18  # what `steps_at_rate` says for any larger step count
 
 
 def sampling_rate(*, lot_size: float, n_train: int) -> float:
@@ -37,5 +38,6 @@ def steps_for(*, epochs: float, n_train: int, lot_size: float) -> int:
 
 def steps_at_rate(*, epochs: float, sampling_rate: float) -> int:
     """T = ⌈epochs/q⌉ for a schedule given by its sampling rate alone (N unknown). Not floored at 1: a
-    vanishing number of epochs gives 0 steps, which the caller refuses by its own range check."""
-    return math.ceil(epochs / sampling_rate - STEP_TOLERANCE)
+    vanishing number of epochs gives 0 steps, which the caller refuses by its own range check; nor does it
+    overflow: beyond `STEPS_CEILING` (a subnormal q makes epochs/q ∞) it is STEPS_CEILING, far past any cap."""
+    return math.ceil(min(epochs / sampling_rate, STEPS_CEILING) - STEP_TOLERANCE)

@@ -1,16 +1,19 @@
 """Every accountant, side by side, for the same ledger. Each is a pure function
 `curve(ledger, delta=, steps=) -> EpsilonCurve` giving a valid upper bound on ε(δ) after each
-queried number of steps; the panel reports the tightest one and shows the others beside it."""
+queried number of steps; the panel reports the tightest one and shows the others beside it. Importing the package
+installs `library_logs`: the libraries' repeated warnings never flood a terminal or a server log."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from engine.privacy.accountants import composition, optimal_pure, pld, rdp, zcdp
+from engine.privacy.accountants import composition, library_logs, optimal_pure, pld, rdp, zcdp
 from engine.privacy.accountants.curve import EpsilonCurve
 from engine.privacy.errors import NotApplicableError, PrivacyError
 from engine.privacy.ledger import PrivacyLedger
+
+library_logs.install()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,8 +6,10 @@ Each release's ε₀(δ₀) is the inverse of its exact single-occurrence privac
   p = e^ε/(1 + e^ε), so ε₀ = ε + ln(1 − δ₀/p);
 - Laplace noise of scale b on a sensitivity-Δ query (ε = Δ/b) has δ₀(ε₀) = 1 − e^{−(ε − ε₀)/2}, so
   ε₀ = ε + 2 ln(1 − δ₀) (integrating the Laplace privacy loss, which is ±ε outside [0, Δ], linear inside);
-- any other release: the PLD of one occurrence (a valid upper bound), inverted conservatively on a fine ε
-  grid (steps of 0.085%).
+- a Gaussian release that is not subsampled (q = 1 included): its exact profile (Balle & Wang 2018,
+  `accountants.gaussian`), inverted conservatively on a fine ε grid (steps of 0.085%);
+- any other release: the PLD of one occurrence (a valid upper bound) at Δ = 1e-4, or coarser where one step's
+  loss range would need more than `pld.MAX_STEP_POINTS` points (small σ), inverted the same way.
 
 - Naive (basic) composition, Dwork–Roth Thm 3.16: Σᵢ εᵢ with δ = Σᵢ δᵢ (δ split evenly over the K
   occurrences so far). A release with no finite ε₀ at its δᵢ makes the sum ∞ (`math.inf`, never the largest
@@ -27,8 +29,9 @@ from functools import lru_cache
 import numpy as np
 from dp_accounting import NeighboringRelation, dp_event
 
+from engine.privacy.accountants import gaussian
 from engine.privacy.accountants.curve import EpsilonCurve
-from engine.privacy.accountants.pld import PldAccountant
+from engine.privacy.accountants.pld import PldAccountant, step_discretization
 from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.events import PureDpEvent
 from engine.privacy.ledger import PrivacyLedger
@@ -42,8 +45,17 @@ ROUND_UP = 1.0 + 1e-12  # the closed-form inverses are accurate to a few roundin
 
 @lru_cache(maxsize=256)
 def delta_profile(event: dp_event.DpEvent, neighboring: NeighboringRelation) -> np.ndarray:
-    """δ(ε) of one occurrence of `event` at each ε of EPSILON_GRID (non-increasing), by its PLD."""
-    accountant = PldAccountant(neighboring_relation=neighboring, value_discretization_interval=PROFILE_DISCRETIZATION)
+    """δ(ε) of one occurrence of `event` at each ε of EPSILON_GRID (non-increasing): exact for a Gaussian release,
+    else by its PLD."""
+    sigma = gaussian.gaussian_sigma(event)
+    if sigma is not None:
+        return np.minimum.accumulate(gaussian.delta_profile(sigma, EPSILON_GRID))
+    discretization = PROFILE_DISCRETIZATION
+    if isinstance(event, dp_event.PoissonSampledDpEvent) and isinstance(event.event, dp_event.GaussianDpEvent):
+        discretization = step_discretization(
+            event.event.noise_multiplier, event.sampling_probability, PROFILE_DISCRETIZATION
+        )
+    accountant = PldAccountant(neighboring_relation=neighboring, value_discretization_interval=discretization)
     if not accountant.supports(event):
         raise NotApplicableError(f"no single-release privacy profile for {type(event).__name__}")
     deltas = np.asarray(accountant.compose(event).pld.get_delta_for_epsilon(EPSILON_GRID), dtype=np.float64)

@@ -3,13 +3,15 @@
 A Gaussian release with noise multiplier σ is 1/(2σ²)-zCDP (Prop. 1.6); an ε-DP release (Laplace,
 exponential mechanism) is ε²/2-zCDP (Prop. 1.4); ρ adds up under composition (Lemma 1.7); ρ-zCDP
 implies (ρ + 2√(ρ ln(1/δ)), δ)-DP (Prop. 1.3). zCDP does not capture privacy amplification by
-subsampling, so sampled releases (DP-SGD lots) are not applicable here.
+subsampling, so sampled releases (DP-SGD lots) are not applicable here, except at sampling rate 1, where every
+example is in every lot and a step is the Gaussian release itself.
 """
 
 import numpy as np
 from dp_accounting import dp_event
 
 from engine.privacy.accountants.curve import EpsilonCurve
+from engine.privacy.accountants.gaussian import gaussian_sigma
 from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.events import PureDpEvent
 from engine.privacy.ledger import PrivacyLedger
@@ -20,6 +22,8 @@ TITLE = "zCDP (Bun–Steinke)"
 
 def release_rho(event: dp_event.DpEvent) -> float:
     """ρ of one occurrence of `event`."""
+    if (sigma := gaussian_sigma(event)) is not None:
+        return 1.0 / (2.0 * sigma**2)
     if isinstance(event, dp_event.GaussianDpEvent):
         return np.inf if event.noise_multiplier == 0 else 1.0 / (2.0 * event.noise_multiplier**2)
     if isinstance(event, dp_event.LaplaceDpEvent):
