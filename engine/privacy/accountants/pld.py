@@ -71,7 +71,7 @@ def loss_span(sigma: float, sampling_rate: float = 1.0) -> float:
 def step_discretization(sigma: float, sampling_rate: float, finest: float) -> float:
     """The finest interval ≥ `finest` at which one step of noise multiplier σ at rate q has at most
     MAX_STEP_POINTS points."""
-    return max(finest, loss_span(sigma, sampling_rate) / MAX_STEP_POINTS)
+    return max(finest, loss_span(sigma, sampling_rate) / MAX_STEP_POINTS * (1.0 + 1e-9))  # the check's rounding
 
 
 @functools.lru_cache(maxsize=32)

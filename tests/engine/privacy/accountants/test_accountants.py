@@ -244,6 +244,7 @@ def test_out_of_range_arguments_are_named_errors(bad):
 )
 @example(q=0.001, sigma=7.0, steps=118, delta=1e-3)  # RDP 0, PLD 1.016e-3 at Δ = 1e-3: its first grid point
 @example(q=0.001, sigma=4.375, steps=310, delta=1e-3)  # RDP 3.59e-3, PLD 5.59e-3 at Δ = 1e-3, 1.54e-3 at Δ = 1e-4
+@example(q=0.01545097374394025, sigma=0.8238850210925965, steps=1, delta=1e-3)  # a step at exactly the point cap
 def test_properties_over_the_argument_space(q, sigma, steps, delta):
     ledger = dpsgd_ledger(q, sigma, steps)
     grid = np.unique(np.linspace(1, steps, 5).astype(int))
