@@ -5,20 +5,18 @@ rule of spec fields.
 """
 
 import json
-import time
 
 import pytest
 
 import engine.api
 from app import services
 from cache import RunStatus, StoreError
-from engine.cli import main
 from engine.privacy import PrivacyError
 from tests.engine.cli.test_malformed_inputs import (
-    HANG_BOUND_S,
     digest,
     workspace,  # noqa: F401  (the module's store and folder of input files)
 )
+from tests.engine.cli.test_malformed_specs import refused
 from tests.helpers import fast_spec
 
 # specs whose target ε no σ in [0.05, 500] reaches
@@ -42,22 +40,10 @@ def spec_path(files, case: str, spec: dict):
     return path
 
 
-def assert_refused(argv, store, capsys) -> str:
-    before = digest(store.path)
-    started = time.monotonic()
-    code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert err.startswith("error: ") and err.count("\n") == 1, err
-    assert digest(store.path) == before, "the store changed"
-    assert time.monotonic() - started < HANG_BOUND_S
-    return err
-
-
 @pytest.mark.parametrize("case", sorted(UNREACHABLE))
 def test_submit_refuses_a_target_no_sigma_reaches(case, workspace, capsys):  # noqa: F811
     store, files = workspace
-    err = assert_refused(["submit", str(spec_path(files, case, UNREACHABLE[case]))], store, capsys)
+    err = refused(["submit", str(spec_path(files, case, UNREACHABLE[case]))], store, capsys)
     assert "target_epsilon" in err and "unreachable" in err, err
 
 
@@ -69,7 +55,7 @@ def test_sweep_refuses_a_grid_with_a_point_no_sigma_reaches(case, workspace, cap
     path = files / f"grid-unreachable-{abs(hash(case)) % 10**8}.json"
     path.write_text(json.dumps(grid))
     sweeps = len(store.list_sweeps())
-    err = assert_refused(["sweep", str(path)], store, capsys)
+    err = refused(["sweep", str(path)], store, capsys)
     assert "grid point target_epsilon=" in err and "unreachable" in err, err
     assert len(store.list_sweeps()) == sweeps
 
