@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
-from cache import RunRecord, Store, StoreFull
+from cache import RunRecord, Store, StoreFull, StoreUnusable
 from engine.jobs import settings
 from engine.jobs.recording import RunRecorder, start_stack
 from engine.jobs.run_training import StopTraining, train_claimed, train_claimed_stack
@@ -69,9 +69,15 @@ class Heartbeat:
         self.cancelled |= self.store.heartbeat(self.worker, list(self.run_ids))
 
     def _beat(self) -> None:
+        unusable = False  # a full disk or a damaged store fails every beat: one line until a beat gets through
         while not self.stop.wait(self.every_s):
             try:
                 self.beat()
+                unusable = False
+            except StoreUnusable as exc:
+                if not unusable:
+                    log.warning("heartbeats fail until the store can be written again: %s", exc)
+                unusable = True
             except Exception:  # a missed beat is not fatal; the stale timeout is several beats long
                 log.exception("heartbeat failed")
 
