@@ -11,12 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from cache.store.errors import (
-    StoreDamaged,
     StoreError,
-    StoreFull,
-    StoreReadOnly,
-    StoreTooNew,
-    StoreUnusable,
     check_store_file,
     failure,
     not_a_store,
@@ -26,12 +21,7 @@ from cache.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 __all__ = [
     "StoreBase",
-    "StoreDamaged",
     "StoreError",
-    "StoreFull",
-    "StoreReadOnly",
-    "StoreTooNew",
-    "StoreUnusable",
     "placeholders",
 ]
 
