@@ -10,6 +10,7 @@ import streamlit as st
 
 from app import services
 from app.common import handoff
+from app.common.choices import AUGMENTATION_MULTIPLICITIES, EMA_DECAYS
 from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
 from app.common.safe_text import literal
 from engine.privacy.auditing import CANARY_KINDS
@@ -100,9 +101,38 @@ def base_form() -> dict[str, Any]:
             key="sweep_base_seed",
             help="Seeds count up from this one for every grid point.",
         )
+        raw |= _techniques(dataset, algorithm)
         if algorithm == Algorithm.DPSGD and (audit := _audit(raw)):
             raw["audit"] = audit
     return raw
+
+
+def _techniques(dataset: str, algorithm: str) -> dict[str, Any]:
+    """Parameter averaging (every gradient method) and augmentation multiplicity (DP-SGD on images); each key only
+    when it is on, so a base without them is the spec it always was."""
+    chosen: dict[str, Any] = {}
+    decay = st.select_slider(
+        "Parameter averaging β",
+        EMA_DECAYS,
+        key="sweep_base_ema_decay",
+        persist_state=KEEP,
+        help="The evaluated and released model is the moving average of the iterates, decay β: post-processing, "
+        "free in ε (De et al. 2022). 0 = off.",
+    )
+    if decay > 0:
+        chosen["ema_decay"] = float(decay)
+    if algorithm == Algorithm.DPSGD and DATASETS[dataset].image_shape is not None:
+        multiplicity = st.select_slider(
+            "Augmentation multiplicity K",
+            AUGMENTATION_MULTIPLICITIES,
+            key="sweep_base_augmentation_multiplicity",
+            persist_state=KEEP,
+            help="Each example's gradient is the mean over K random crops (and flips where the data allow), then "
+            "clipped (De et al. 2022, §3.1): the same ε, about K times the cost per step. 1 = off.",
+        )
+        if multiplicity > 1:
+            chosen["augmentation_multiplicity"] = int(multiplicity)
+    return chosen
 
 
 def _audit(raw: Mapping[str, Any]) -> dict[str, Any] | None:

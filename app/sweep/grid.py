@@ -40,6 +40,20 @@ SWEEPABLE: dict[str, Sweepable] = {
     ),
     "lr": Sweepable("Learning rate", False, "0.5, 1, 2", "SGD step size; ε does not depend on it."),
     "epochs": Sweepable("Epochs", False, "5, 10, 20", "Passes over the data: more steps spend more ε."),
+    "augmentation_multiplicity": Sweepable(
+        "Augmentation multiplicity K",
+        True,
+        "1, 4, 16",
+        "Random crops (and flips where the data allow) per example, gradients averaged before clipping (De et al. "
+        "2022); ε does not depend on it, each step costs about K times as much. DP-SGD on image pixels only.",
+    ),
+    "ema_decay": Sweepable(
+        "Parameter averaging β",
+        False,
+        "0, 0.99, 0.999",
+        "Decay of the moving average of the iterates that is evaluated and released: post-processing, so ε does "
+        "not depend on it.",
+    ),
 }
 ALTERNATIVES = {frozenset({"target_epsilon", "noise_multiplier"})}  # never swept together: one sets the other
 

@@ -6,11 +6,15 @@ Only the keys that apply to the chosen algorithm and model go into the spec; the
 from collections.abc import Mapping
 from typing import Any
 
-from app.train.presets import PCA_DIMS, TARGET_MODE
+from app.train.presets import FILL_MODE, PCA_DIMS, TARGET_MODE
 from engine.training import DATASETS
 from engine.training.config.keys import CLIPPING_MODES, Algorithm
 from engine.training.datasets import DatasetInfo
+from engine.training.features import scatternet
 from engine.training.features.models import cnn_supports
+
+FEATURE_TITLES = {"pixels": "Pixels", "scatternet": "ScatterNet (Tramèr & Boneh 2021)"}
+WRN_SMALLEST_SIDE = 8  # the wide ResNet's three stages halve the image twice
 
 ANISO_GRANULARITY_TITLES = {"layer": "one weight per layer", "coordinate": "one weight per coordinate"}
 NOISE_TITLES = {"reproducible": "Reproducible (lab)", "release": "Release (OS randomness)"}
@@ -51,12 +55,34 @@ def datasets_for(algorithm: str, infos: Mapping[str, DatasetInfo]) -> list[str]:
     return list(infos)
 
 
-def models_for(info: DatasetInfo, algorithm: str) -> list[str]:
-    """Models that fit: noisy GD trains logistic regression only; the CNN needs images of 28×28 or more."""
+def features_for(info: DatasetInfo, algorithm: str) -> list[str]:
+    """What the model sees: pixels, or (images of 16×16 or more, gradient-trained models) ScatterNet features."""
+    if algorithm == Algorithm.NOISY_GD or not scatternet.supports(info.image_shape):
+        return ["pixels"]
+    return ["pixels", "scatternet"]
+
+
+def models_for(info: DatasetInfo, algorithm: str, features: str = "pixels") -> list[str]:
+    """Models that fit: noisy GD trains logistic regression only; the CNN needs images of 28×28 or more (or
+    ScatterNet features, which it reads as channels); the wide ResNet needs pixels of 8×8 or more."""
     if algorithm == Algorithm.NOISY_GD:
         return ["logreg"]
     shape = info.image_shape
-    return ["logreg", "mlp"] + (["cnn"] if shape is not None and cnn_supports(shape) else [])
+    if features == "scatternet":
+        return ["logreg", "mlp", "cnn"]
+    images = shape is not None
+    wrn = images and min(shape[1:]) >= WRN_SMALLEST_SIDE
+    return ["logreg", "mlp"] + (["cnn"] if images and cnn_supports(shape) else []) + (["wrn"] if wrn else [])
+
+
+def augments(values: Mapping[str, Any], info: DatasetInfo) -> bool:
+    """Augmentation multiplicity applies to DP-SGD on images seen as pixels, without PCA."""
+    return (
+        values["algorithm"] == Algorithm.DPSGD
+        and info.image_shape is not None
+        and values["features"] == "pixels"
+        and not uses_pca(values, info)
+    )
 
 
 def clipping_modes(algorithm: str) -> list[str]:
@@ -69,7 +95,12 @@ def pca_dims_for(info: DatasetInfo) -> list[int]:
 
 
 def uses_pca(values: Mapping[str, Any], info: DatasetInfo) -> bool:
-    return bool(values["use_pca"]) and values["model"] != "cnn" and bool(pca_dims_for(info))
+    return (
+        bool(values["use_pca"])
+        and values["model"] in ("logreg", "mlp")
+        and values.get("features", "pixels") == "pixels"
+        and bool(pca_dims_for(info))
+    )
 
 
 def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema: Mapping | None = None) -> dict:
@@ -91,6 +122,14 @@ def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema:
         raw["schema"] = dict(schema)
     if model == "mlp":
         raw["hidden"] = [int(values["hidden"])]
+    if model == "wrn":
+        raw |= {"wrn_depth": int(values["wrn_depth"]), "wrn_width": int(values["wrn_width"])}
+    if values.get("features", "pixels") != "pixels" and values["features"] in features_for(info, algorithm):
+        raw["features"] = values["features"]
+    if values.get("ema_decay", 0.0) > 0:
+        raw["ema_decay"] = float(values["ema_decay"])
+    if values.get("augmentation_multiplicity", 1) > 1 and augments(values, info):
+        raw["augmentation_multiplicity"] = int(values["augmentation_multiplicity"])
     if algorithm != Algorithm.NOISY_GD:  # noisy GD is full batch
         raw["lot_size"] = int(values["lot_size"])
     if values["optimizer"] != "sgd":
@@ -114,6 +153,10 @@ def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema:
         raw["target_epsilon"] = values["target_epsilon"]
         if values.get("calibration_accountant", "rdp") != "rdp":  # RDP is the engine's default
             raw["calibration_accountant"] = values["calibration_accountant"]
+    elif values["mode"] == FILL_MODE and algorithm == Algorithm.DPSGD:
+        # σ fixed, the epochs filled from the budget: the form's epochs are the most it may train
+        raw |= {"target_epsilon": values["target_epsilon"], "noise_multiplier": values["noise_multiplier"]}
+        raw["fill_budget"] = True
     else:
         raw["noise_multiplier"] = values["noise_multiplier"]
     if values.get("noise", "reproducible") != "reproducible":  # the lab mode is the engine's default

@@ -7,6 +7,7 @@ Each preset is the spec of a published or benchmarked setting, copied from `benc
 from dataclasses import dataclass
 from typing import Any
 
+from app.common.choices import AUGMENTATION_MULTIPLICITIES, EMA_DECAYS
 from engine.privacy.auditing import CANARY_KINDS
 from engine.training.config.examples import digits_demo_spec
 from engine.training.config.keys import RANGES
@@ -23,13 +24,19 @@ PCA_NOISES = [2.0, 4.0, 7.0, 16.0, 32.0]
 COUNT_EPSILONS = [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]
 OPTIMIZERS = ["sgd", "momentum", "adam"]
 LR_SCHEDULES = ["constant", "linear"]
+FEATURES = ["pixels", "scatternet"]
+WRN_DEPTHS = [10, 16, 22, 28, 40]
+WRN_WIDTHS = [1, 2, 4, 6, 8, 10]
 
 # Every widget of the form (its session-state key) and its value when a spec does not set it.
 FORM_DEFAULTS: dict[str, Any] = dict(
     algorithm="dpsgd",
     dataset="digits",
     model="logreg",
+    features="pixels",
     hidden=128,
+    wrn_depth=16,
+    wrn_width=4,
     use_pca=False,
     pca_dims=60,
     pca_noise=7.0,
@@ -48,6 +55,8 @@ FORM_DEFAULTS: dict[str, Any] = dict(
     lr_end_factor=0.5,
     lr_decay_epochs=10.0,
     optimizer="sgd",
+    augmentation_multiplicity=1,
+    ema_decay=0.0,
     seed=0,
     thresholds=16,
     rounds=0,
@@ -63,7 +72,7 @@ THRESHOLDS = [4, 8, 16, 32, 64]
 ROUNDS = [0, 1_000, 2_000, 5_000, 10_000, 20_000]  # 0: every training example, one round each
 ANISO_SMOOTHINGS = [0.0, 0.5, 0.8, 0.9, 0.95, 0.99]
 ANISO_MAX_RATIOS = [1.0, 2.0, 5.0, 10.0, 20.0, 100.0]
-TARGET_MODE, SIGMA_MODE = "Target ε", "Noise multiplier σ"
+TARGET_MODE, SIGMA_MODE, FILL_MODE = "Target ε", "Noise multiplier σ", "Fill ε with σ"
 
 
 @dataclass(frozen=True)
@@ -213,6 +222,11 @@ OPTIONS: dict[str, list] = {
     "thresholds": THRESHOLDS,
     "aniso_smoothing": ANISO_SMOOTHINGS,
     "aniso_max_ratio": ANISO_MAX_RATIOS,
+    "features": FEATURES,
+    "wrn_depth": WRN_DEPTHS,
+    "wrn_width": WRN_WIDTHS,
+    "augmentation_multiplicity": AUGMENTATION_MULTIPLICITIES,
+    "ema_decay": EMA_DECAYS,
 }
 
 
@@ -227,8 +241,9 @@ SHOWN_ELSEWHERE = (
     "schema",
     "data_sha256",
     "audit",
+    "fill_budget",
 )  # read below, or the upload's own
-NO_EFFECT = {"noise_schedule": {"kind": "constant"}, "clip_schedule": {"kind": "constant"}, "features": "pixels"}
+NO_EFFECT = {"noise_schedule": {"kind": "constant"}, "clip_schedule": {"kind": "constant"}, "fill_budget": False}
 
 
 def same_kind(value: Any, default: Any) -> bool:
@@ -266,6 +281,11 @@ def form_values(spec: dict[str, Any]) -> dict[str, Any]:
         "aniso_smoothing",
         "aniso_max_ratio",
         "noise",
+        "features",
+        "wrn_depth",
+        "wrn_width",
+        "augmentation_multiplicity",
+        "ema_decay",
     )
     if unknown := [k for k in spec if k not in (*plain, *SHOWN_ELSEWHERE) and spec[k] != NO_EFFECT.get(k, ...)]:
         raise PresetError(f"{unknown[0]}: the form cannot show this key (set it in a spec file and use the CLI)")
@@ -281,6 +301,8 @@ def form_values(spec: dict[str, Any]) -> dict[str, Any]:
         values["hidden"] = spec["hidden"][0]
     values["use_pca"] = "pca_dims" in spec
     values["mode"] = SIGMA_MODE if "noise_multiplier" in spec else TARGET_MODE
+    if spec.get("fill_budget") is True:
+        values["mode"] = FILL_MODE
     if "audit" in spec:
         audit = spec["audit"]
         if not (isinstance(audit, dict) and same_kind(audit.get("canaries"), 1) and audit.get("kind") in CANARY_KINDS):

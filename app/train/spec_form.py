@@ -27,6 +27,7 @@ from app.train.form_state import (
 from app.train.more_fields import advanced, learner_fields
 from app.train.presets import (
     COUNT_EPSILONS,
+    FILL_MODE,
     FORM_DEFAULTS,
     HIDDEN_WIDTHS,
     LR_SCHEDULES,
@@ -35,6 +36,7 @@ from app.train.presets import (
     SIGMA_MODE,
     TARGET_MODE,
 )
+from app.train.technique_fields import accuracy_techniques, features_picker, wrn_fields
 from engine.training import DATASETS
 
 __all__ = ["spec_form"]
@@ -123,7 +125,9 @@ def data_and_model() -> None:
     algorithm = field_value("algorithm")
     st.markdown("**Data and model**")
     dataset_picker()
-    models = form_spec.models_for(_chosen_dataset().info, algorithm)
+    info = _chosen_dataset().info
+    features_picker(info)
+    models = form_spec.models_for(info, algorithm, field_value("features"))
     choice(
         st.selectbox,
         "Model",
@@ -139,8 +143,10 @@ def data_and_model() -> None:
             "hidden",
             help="Width of the hidden layer: more capacity, and a noisier gradient per parameter.",
         )
-    dims = form_spec.pca_dims_for(_chosen_dataset().info)
-    if field_value("model") == "cnn" or not dims:
+    if field_value("model") == "wrn":
+        wrn_fields()
+    dims = form_spec.pca_dims_for(info)
+    if field_value("model") not in ("logreg", "mlp") or field_value("features") != "pixels" or not dims:
         return
     st.checkbox(
         "Project inputs with PCA" + (" (DP-PCA)" if form_spec.private(algorithm) else ""),
@@ -169,16 +175,34 @@ def data_and_model() -> None:
 def privacy() -> None:
     algorithm = field_value("algorithm")
     st.markdown("**Privacy**")
-    coerce("mode", [TARGET_MODE, SIGMA_MODE])
+    modes = [TARGET_MODE, SIGMA_MODE] + ([FILL_MODE] if algorithm == "dpsgd" else [])
+    coerce("mode", modes)
     st.radio(
         "Set privacy by",
-        [TARGET_MODE, SIGMA_MODE],
+        modes,
         key=key("mode"),
         persist_state=KEEP,
         horizontal=True,
-        help="Either pick the ε you can afford (σ is calibrated to meet it) or pick σ and see the ε it gives.",
+        help="Pick the ε you can afford (σ is calibrated to meet it), or pick σ and see the ε it gives, or fill a "
+        "budget: σ fixed and as many epochs as the target ε allows by the tightest accountant (the Epochs field is "
+        "then the most it may train).",
     )
-    if field_value("mode") == TARGET_MODE:
+    if field_value("mode") == FILL_MODE:
+        number(
+            "Target ε",
+            "target_epsilon",
+            step=0.1,
+            format="%g",
+            help="The budget the run spends: it trains until the tightest accountant (PLD or RDP) reaches it.",
+        )
+        number(
+            "Noise multiplier σ",
+            "noise_multiplier",
+            step=0.1,
+            format="%g",
+            help="Fixed noise: a larger σ buys more steps within the same ε (Abadi et al. 2016 fill their budget so).",
+        )
+    elif field_value("mode") == TARGET_MODE:
         number(
             "Target ε",
             "target_epsilon",
@@ -281,4 +305,5 @@ def training() -> None:
             persist_state=KEEP,
             help="Epochs over which the rate decays linearly, then stays.",
         )
+    accuracy_techniques(_chosen_dataset().info)
     seed(help="Fixes the initialization; in the reproducible noise mode the whole spec fixes the lots and noise.")
