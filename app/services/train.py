@@ -153,16 +153,23 @@ BASELINE_SEARCH = 200  # newest finished runs looked through (one indexed query 
 
 
 def nonprivate_baseline(spec: dict) -> Baseline | None:
-    """The newest finished non-private run on the same dataset, model (and hidden widths) and features, among
-    the newest `BASELINE_SEARCH` finished runs. Not cached: a baseline that finishes shows up at once."""
-    wanted = (spec.get("dataset"), spec.get("model"), spec.get("hidden"), spec.get("features", "pixels"))
+    """The newest finished non-private run of the same architecture (`_architecture`), among the newest
+    `BASELINE_SEARCH` finished runs. Not cached: a baseline that finishes shows up at once."""
+    wanted = _architecture(spec)
     for run in get_store().list_runs(limit=BASELINE_SEARCH, statuses=[RunStatus.FINISHED]):
         other = run.spec
-        found = (other.get("dataset"), other.get("model"), other.get("hidden"), other.get("features", "pixels"))
+        found = _architecture(other)
         accuracy = (run.result or {}).get("test_accuracy")
         if other.get("algorithm") == "nonprivate" and found == wanted and _positive_number(accuracy):
             return Baseline(label=f"non-private run {run.id}", test_accuracy=float(accuracy))
     return None
+
+
+def _architecture(spec: dict) -> tuple:
+    """What makes two runs the same model: dataset, model, its shape (hidden widths, the wide ResNet's depth and
+    width) and the features it reads."""
+    keys = ("dataset", "model", "hidden", "wrn_depth", "wrn_width")
+    return (*(spec.get(k) for k in keys), spec.get("features", "pixels"))
 
 
 def _positive_number(value: object) -> bool:
