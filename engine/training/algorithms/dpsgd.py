@@ -8,6 +8,7 @@ lot vs batch, Opacus' BatchMemoryManager): the clipped sums of the batches of on
 before the single noise draw, so the release is the same whatever the physical batch size.
 The numbers come from a `TrainingPlan`, whose ledger accounts for exactly them; the lots and the noise
 from the run's random streams (`noise`: reproducible lab streams or release-mode OS randomness).
+The vectorized stack (`stacked.training`) runs the same noise and scaling stages on each member's rows.
 
 Augmentation multiplicity (De et al. 2022, §3.1): with an `Augmentation` of K copies, each physical batch of the
 lot is augmented just before clipping (its examples' K augmented copies, example-major, labels repeated), and the
@@ -15,7 +16,6 @@ clipper averages each example's K copies' gradients before clipping it as one ex
 multiplicity=K)`): one example still moves the clipped sum by at most C, so the privacy analysis is unchanged,
 while the averaged gradient has less variance. A physical batch then holds max(1, physical_batch_size // K)
 examples, about physical_batch_size rows, so memory stays about the same; a step costs about K plain ones.
-The vectorized stack (`stacked.training`) runs the same noise and scaling stages on each member's rows.
 """
 
 import functools
