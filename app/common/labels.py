@@ -31,7 +31,12 @@ ALGORITHM_NAMES = {  # how an algorithm reads inside a sentence
     "rwm_online": "private RWM",
     "rwm_linear": "private linear learner",
 }
-MODEL_TITLES = {"logreg": "Logistic regression", "mlp": "MLP (one ReLU hidden layer)", "cnn": "CNN (tanh)"}
+MODEL_TITLES = {
+    "logreg": "Logistic regression",
+    "mlp": "MLP (one ReLU hidden layer)",
+    "cnn": "CNN (tanh)",
+    "wrn": "Wide ResNet (GroupNorm, WS)",
+}
 
 IMPORTED_MARK = " · imported"  # ends the label of a run imported from an archive: computed elsewhere
 
