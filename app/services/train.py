@@ -22,6 +22,7 @@ from engine.training import DatasetError, SpecError, parse_spec, plan_spec
 from engine.training.config.reach import spec_coordinates
 from engine.training.config.spec import spec_dataset_info
 from engine.training.datasets import DATASETS
+from engine.training.features.wide_resnet import DEFAULT_DEPTH, DEFAULT_WIDTH
 
 
 @dataclass(frozen=True)
@@ -168,8 +169,12 @@ def nonprivate_baseline(spec: dict) -> Baseline | None:
 def _architecture(spec: dict) -> tuple:
     """What makes two runs the same model: dataset, model, its shape (hidden widths, the wide ResNet's depth and
     width) and the features it reads."""
-    keys = ("dataset", "model", "hidden", "wrn_depth", "wrn_width")
-    return (*(spec.get(k) for k in keys), spec.get("features", "pixels"))
+    shape = (
+        (spec.get("wrn_depth", DEFAULT_DEPTH), spec.get("wrn_width", DEFAULT_WIDTH))
+        if spec.get("model") == "wrn"
+        else ()
+    )
+    return (spec.get("dataset"), spec.get("model"), spec.get("hidden"), *shape, spec.get("features", "pixels"))
 
 
 def _positive_number(value: object) -> bool:

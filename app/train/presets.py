@@ -11,6 +11,7 @@ from app.common.choices import AUGMENTATION_MULTIPLICITIES, EMA_DECAYS
 from engine.privacy.auditing import CANARY_KINDS
 from engine.training.config.examples import digits_demo_spec
 from engine.training.config.keys import RANGES
+from engine.training.features import wide_resnet
 
 DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
 CLIP_NORMS = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0]
@@ -25,7 +26,7 @@ COUNT_EPSILONS = [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]
 OPTIMIZERS = ["sgd", "momentum", "adam"]
 LR_SCHEDULES = ["constant", "linear"]
 FEATURES = ["pixels", "scatternet"]
-WRN_DEPTHS = [10, 16, 22, 28, 40]
+WRN_DEPTHS = list(wide_resnet.DEPTHS)
 WRN_WIDTHS = [1, 2, 4, 6, 8, 10]
 
 # Every widget of the form (its session-state key) and its value when a spec does not set it.

@@ -29,6 +29,7 @@ from engine.training.canaries import GradientCanaries, InputCanaries, audited, m
 from engine.training.clipping import make_clipper
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan, plan_run
+from engine.training.config.reach import model_options
 from engine.training.config.spec import RunSpec
 from engine.training.datasets import Dataset, load_dataset
 from engine.training.features import scatternet
@@ -246,9 +247,8 @@ def train(
 def build_run_model(spec: RunSpec, *, n_features: int, n_classes: int, image_shape) -> nn.Module:
     if spec.algorithm == Algorithm.NOISY_GD:
         return BinaryLogistic(n_features)
-    return build_model(
-        spec.model, n_features=n_features, n_classes=n_classes, hidden=spec.hidden, image_shape=image_shape
-    )
+    options = model_options(spec, image_shape)  # ScatterNet features: the image model sees their (K, h, w)
+    return build_model(spec.model, n_features=n_features, n_classes=n_classes, **options)
 
 
 def make_step(

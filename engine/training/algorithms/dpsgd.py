@@ -9,11 +9,19 @@ before the single noise draw, so the release is the same whatever the physical b
 The numbers come from a `TrainingPlan`, whose ledger accounts for exactly them; the lots and the noise
 from the run's random streams (`noise`: reproducible lab streams or release-mode OS randomness).
 The vectorized stack (`stacked.training`) runs the same noise and scaling stages on each member's rows.
+
+Augmentation multiplicity (De et al. 2022, §3.1): with an `Augmentation` of K copies, each physical batch of the
+lot is augmented just before clipping (its examples' K augmented copies, example-major, labels repeated), and the
+clipper averages each example's K copies' gradients before clipping it as one example (`clipped_sum(...,
+multiplicity=K)`): one example still moves the clipped sum by at most C, so the privacy analysis is unchanged,
+while the averaged gradient has less variance. A physical batch then holds max(1, physical_batch_size // K)
+examples, about physical_batch_size rows, so memory stays about the same; a step costs about K plain ones.
 """
 
 import functools
 import math
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -26,6 +34,15 @@ from engine.training.noise import RandomSource, sample_poisson_lot
 from engine.training.noise_ahead import NoiseAhead, add_step_noise, step_noise
 
 Clipper = BookKeepingClipper | MaterializedClipper
+
+
+class Augmentation(Protocol):
+    """K augmented copies of each example: (n, F) flattened inputs → (n·K, F), rows iK … iK+K−1 example i's copies,
+    drawn from the augmentation's own (public) randomness (`engine.training.augmentation`)."""
+
+    multiplicity: int
+
+    def __call__(self, x: Tensor) -> Tensor: ...
 
 
 # ------------------------------------------------------------------------------------ stages
@@ -51,17 +68,36 @@ def average(grads: list[Tensor], plan: TrainingPlan) -> list[Tensor]:
 
 
 def clip_and_accumulate(
-    clipper: Clipper, x: Tensor, y: Tensor, clip_norm: float | tuple[float, ...], physical_batch_size: int | None
+    clipper: Clipper,
+    x: Tensor,
+    y: Tensor,
+    clip_norm: float | tuple[float, ...],
+    physical_batch_size: int | None,
+    augmentation: Augmentation | None = None,
 ) -> ClippedSum:
-    """Σᵢ clip(gᵢ) over the rows of x, computed `physical_batch_size` rows at a time."""
-    if physical_batch_size is None or len(x) <= physical_batch_size:
-        return clipper.clipped_sum(x, y, clip_norm)
+    """Σᵢ clip(gᵢ) over the rows of x, computed `physical_batch_size` rows at a time. With `augmentation` (K copies
+    per example), each physical batch of max(1, physical_batch_size // K) examples is augmented just before it is
+    clipped, each example's gradient being the mean of its copies'; norms and flags stay one per example."""
+    if augmentation is None:
+        examples = physical_batch_size
+
+        def clip(xs: Tensor, ys: Tensor) -> ClippedSum:
+            return clipper.clipped_sum(xs, ys, clip_norm)
+    else:
+        copies = augmentation.multiplicity
+        examples = None if physical_batch_size is None else max(1, physical_batch_size // copies)
+
+        def clip(xs: Tensor, ys: Tensor) -> ClippedSum:
+            if not len(xs):
+                return clipper.clipped_sum(xs, ys, clip_norm, multiplicity=copies)
+            return clipper.clipped_sum(augmentation(xs), ys.repeat_interleave(copies), clip_norm, multiplicity=copies)
+
+    if examples is None or len(x) <= examples:
+        return clip(x, y)
     total: ClippedSum | None = None
     norms, clipped = [], []
-    for start in range(0, len(x), physical_batch_size):
-        part = clipper.clipped_sum(
-            x[start : start + physical_batch_size], y[start : start + physical_batch_size], clip_norm
-        )
+    for start in range(0, len(x), examples):
+        part = clip(x[start : start + examples], y[start : start + examples])
         norms.append(part.norms)
         clipped.append(part.clipped)
         if total is None:
@@ -156,7 +192,7 @@ def stats_of(clipped: ClippedSum, n: int) -> StepStats:
         grad_norm_p10=p10,
         grad_norm_p50=p50,
         grad_norm_p90=p90,
-        correct=None if clipped.correct is None else int(clipped.correct),
+        correct=None if clipped.correct is None else round(float(clipped.correct)),  # a mean over copies with K > 1
     )
 
 
@@ -174,17 +210,21 @@ def dpsgd_step(
     canaries: GradientCanaries | None = None,
     noise_ahead: NoiseAhead | None = None,
     step_graph: StepGraph | None = None,
+    augmentation: Augmentation | None = None,
 ) -> StepStats:
     """Step `step` (1-based) of the plan; the lot and the noise come from the run's streams (`noise`). With
     `canaries` (an audited run), the canaries in this lot join the clipped sum and the noisy sum scores them.
     With `noise_ahead` (drawing from `noise_generator`), the noise was drawn while this step clipped: the same
     draws, off the step's critical path. With `step_graph` (on a GPU), a lot that fits its capacity runs the
-    clip → noise → 1/L stages as one CUDA graph replay over a padded, masked lot (`step_graph`)."""
+    clip → noise → 1/L stages as one CUDA graph replay over a padded, masked lot (`step_graph`). With `augmentation`
+    (augmentation multiplicity, K copies per example), each physical batch is augmented just before clipping and
+    each example's gradient is the mean of its copies' (`clip_and_accumulate`); the step then runs eagerly, never
+    as the step graph, which replays fixed input rows (canaries, if any, join the clipped sum as without)."""
     clip_norm = plan.clip_norm_at(step)
     optimizer.zero_grad(set_to_none=True)  # the last update's gradient need not outlive it
     lot = sample_poisson_lot(len(x), plan.sampling_rate, sampling_generator, x.device)
     thresholds = clip_thresholds(clipper, clip_norm, plan.clipping)
-    if step_graph is not None and canaries is None and step_graph.fits(int(lot.numel())):
+    if step_graph is not None and canaries is None and augmentation is None and step_graph.fits(int(lot.numel())):
         noise = step_noise(clipper.params, step, noise_std(plan, step), noise_generator, noise_ahead)
         clipped = step_graph.run(x, y, lot, thresholds, noise)
         update = clipped.grads
@@ -200,6 +240,7 @@ def dpsgd_step(
             noise_generator=noise_generator,
             canaries=canaries,
             noise_ahead=noise_ahead,
+            augmentation=augmentation,
         )
     for param, g in zip(clipper.params, update, strict=True):
         param.grad = g
@@ -219,9 +260,11 @@ def eager_stages(
     noise_generator: RandomSource,
     canaries: GradientCanaries | None,
     noise_ahead: NoiseAhead | None,
+    augmentation: Augmentation | None = None,
 ) -> tuple[ClippedSum, list[Tensor]]:
-    """The lot's clip → (canaries) → noise → 1/L stages, one kernel at a time: (its clipped sum, the update)."""
-    clipped = clip_and_accumulate(clipper, x, y, thresholds, physical_batch_size)
+    """The lot's clip → (canaries) → noise → 1/L stages, one kernel at a time: (its clipped sum, the update); with
+    `augmentation`, over each example's augmented copies (`clip_and_accumulate`)."""
+    clipped = clip_and_accumulate(clipper, x, y, thresholds, physical_batch_size, augmentation)
     canary_norm = min(thresholds) if isinstance(thresholds, tuple) else thresholds  # within every layer's threshold
     if canaries is not None:
         canaries.insert(clipped.grads, rate=plan.sampling_rate, magnitude=canary_norm)

@@ -25,6 +25,17 @@ examples; a model that is one linear layer needs no backward pass at all). Then 
   clip factors folded in: Σᵢ cᵢ Gᵢ = c·G (B·C_out·D multiply-adds) when G is materialized, else
   Σᵢ cᵢ δᵢ Uᵢᵀ as a single (C_out × B·P)·(B·P × D) matmul over all positions of all examples.
 
+- ``nn.GroupNorm`` with affine parameters and `engine.training.layers.WeightStandardizedConv2d`
+  (`normalization_rules`): per-example γ, β gradients Σ δ ⊙ x̂, Σ δ kept as they are; the standardized conv's
+  gradients with respect to Ŵ materialized, then mapped back through the standardization's Jacobian (the same
+  for every example). These have no rule for a stack of models.
+
+Augmentation multiplicity (De et al. 2022, §3.1): `clipped_sum(x, y, C, multiplicity=K)` takes K augmented
+copies of each example (B·K rows, example-major) and clips each example's *mean* gradient over its copies,
+gᵢ = (1/K)Σₖ ∇ℓᵢₖ, as one example, so one example still moves the sum by at most C. The book-keeping clipper
+scales the logits' gradient by 1/K and treats the copies as K more positions of one example (`rules`), at about
+the cost of a step on B·K rows; the materialized one averages the copies' per-row gradients.
+
 Layers without parameters (activations, pooling, flatten, GroupNorm/LayerNorm without affine
 parameters) need nothing. A trainable parameter outside a supported layer, or a forward hook on a
 supported one (it may replace the layer's output, which the layer's rule would not see), raises
@@ -37,11 +48,13 @@ gradient depend on the other examples and clipping per example no longer bounds 
 influence.
 
 The package: `sums` (the clipped sum, clip factors and thresholds), `rules` (the per-layer rules, registered
-once and shared by the book-keeping, stacked and anisotropic clippers), `bookkeeping`, `materialized`.
+once and shared by the book-keeping, stacked and anisotropic clippers), `normalization_rules` (GroupNorm and
+weight-standardized conv, registered in the same registry), `bookkeeping`, `materialized`.
 """
 
 from torch import nn
 
+from engine.training.clipping import normalization_rules  # noqa: F401 (registers the GroupNorm and WS-conv rules)
 from engine.training.clipping.bookkeeping import BookKeepingClipper
 from engine.training.clipping.materialized import MaterializedClipper
 from engine.training.clipping.rules import conv_norm_method, conv_patches

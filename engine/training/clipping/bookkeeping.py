@@ -1,6 +1,8 @@
 """The book-keeping clipper (ghost norm + book-keeping; Li et al. 2022, Bu et al. 2023): clipped sums for
 models whose trainable parameters all sit in layers with a registered rule (`rules`: nn.Linear, groups-1
-nn.Conv2d), from one forward pass and one backward pass to the layer outputs; see the package docstring."""
+nn.Conv2d; `normalization_rules`: affine nn.GroupNorm, WeightStandardizedConv2d), from one forward pass and one
+backward pass to the layer outputs; see the package docstring. Augmentation multiplicity (K copies per example,
+each example's gradient the mean of its copies'; De et al. 2022, §3.1) is `clipped_sum(..., multiplicity=K)`."""
 
 import functools
 import math
@@ -17,6 +19,7 @@ from engine.training.clipping.sums import (
     ConvNormMethod,
     UnsupportedModelError,
     check_clip_norm,
+    check_multiplicity,
     combine_layer_norms,
     count_correct,
     refuse_forward_hooks,
@@ -26,7 +29,8 @@ from engine.training.clipping.sums import (
 
 
 class BookKeepingClipper:
-    """Clipped sums for models whose trainable parameters all sit in nn.Linear / nn.Conv2d layers.
+    """Clipped sums for models whose trainable parameters all sit in layers with a rule (nn.Linear, nn.Conv2d,
+    affine nn.GroupNorm, WeightStandardizedConv2d); each such layer must run exactly once per forward pass.
 
     `conv_norms` chooses how conv layers get their per-example norms: "auto" (the cheaper, see
     `conv_norm_method`), or "ghost" / "materialize" to force one (tests, benchmarks)."""
@@ -54,9 +58,13 @@ class BookKeepingClipper:
             self.layer_names.append(name)
         for name, p in model.named_parameters():
             if p.requires_grad and id(p) not in owner:
-                raise UnsupportedModelError(f"parameter {name} is not in an nn.Linear or nn.Conv2d (groups=1) layer")
+                raise UnsupportedModelError(
+                    f"parameter {name} is not in an nn.Linear, nn.Conv2d (groups=1), affine nn.GroupNorm or "
+                    "WeightStandardizedConv2d layer"
+                )
         refuse_forward_hooks(self.layers, self.layer_names)  # here so that `make_clipper` falls back; again per call
         self._index = {id(m): k for k, m in enumerate(self.layers)}
+        self._rules = [rule_for(m) for m in self.layers]
         self._slots = [p for m in self.layers for p in (m.weight, m.bias) if p is not None and p.requires_grad]
         # grads come out in layer order; `params` is in model order: the permutation between them
         position = {id(p): i for i, p in enumerate(self._slots)}
@@ -110,10 +118,11 @@ class BookKeepingClipper:
             k = self._index[id(module)]
             if slots[k] is not None:
                 raise UnsupportedModelError(f"layer {self.layer_names[k]!r} runs more than once per forward pass")
-            expected = 2 if isinstance(module, nn.Linear) else 4
-            if a.dim() != expected:
+            expected = self._rules[k].input_dims
+            if a.dim() not in expected:
+                allowed = " or ".join(f"{n}-D" for n in expected)
                 raise UnsupportedModelError(
-                    f"layer {self.layer_names[k]!r} got a {a.dim()}-D input; only {expected}-D (batched) is supported"
+                    f"layer {self.layer_names[k]!r} got a {a.dim()}-D input; only {allowed} (batched) is supported"
                 )
             slots[k] = (a.detach(), z)
         if logits.dim() != 2:
@@ -123,14 +132,15 @@ class BookKeepingClipper:
         return logits, slots  # type: ignore[return-value]
 
     def deltas(
-        self, x: Tensor, y: Tensor, row_mask: Tensor | None = None
+        self, x: Tensor, y: Tensor, row_mask: Tensor | None = None, *, multiplicity: int = 1
     ) -> tuple[Tensor, list[Tensor], list[Tensor], Tensor]:
-        """(per-example losses, layer inputs a, layer output gradients δ = ∂Σℓ/∂z, the number of examples
-        classified right, counting only the rows `row_mask` keeps), all detached.
+        """(per-row losses, layer inputs a, layer output gradients δ = ∂Σℓ/∂z, the number of rows classified
+        right, counting only the rows `row_mask` keeps), all detached.
 
         The cross-entropy gradient at the logits is written out, softmax − one-hot, and autograd
         runs from the logits to the other layers' outputs only: a model that is one linear layer
-        (logistic regression) needs no autograd graph at all."""
+        (logistic regression) needs no autograd graph at all. With `multiplicity` K > 1 it is scaled by 1/K
+        (so is every δ), making each example's gradient the mean of its K copies'."""
         refuse_forward_hooks(self.layers, self.layer_names)
         if self.single_linear and x.dim() == 2:
             logits = linear_logits(self.layers[0], x)
@@ -144,6 +154,8 @@ class BookKeepingClipper:
             losses = F.nll_loss(log_probs, y, reduction="none")
             d_logits = log_probs.exp()
             d_logits.scatter_add_(1, y.unsqueeze(1), d_logits.new_full((1, 1), -1.0).expand(len(y), 1))
+            if multiplicity > 1:
+                d_logits.mul_(1.0 / multiplicity)
         last_is_logits = captured[-1][1] is logits
         inner = [z for _, z in captured[:-1]] if last_is_logits else [z for _, z in captured]
         deltas = list(torch.autograd.grad(logits, inner, d_logits, allow_unused=True)) if inner else []
@@ -152,34 +164,59 @@ class BookKeepingClipper:
             deltas.append(d_logits)
         return losses, [a for a, _ in captured], deltas, count_correct(logits, y, row_mask)
 
-    def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: ClipNorm, *, row_mask: Tensor | None = None) -> ClippedSum:
+    def clipped_sum(
+        self,
+        x: Tensor,
+        y: Tensor,
+        clip_norm: ClipNorm,
+        *,
+        row_mask: Tensor | None = None,
+        multiplicity: int = 1,
+    ) -> ClippedSum:
         """Σᵢ clip(gᵢ) over the rows of x. With `row_mask` (1 for a row of the lot, 0 for padding: a fixed-shape
         lot, `step_graph`), each clip factor is multiplied by its row's mask, so a padding row adds exactly
         nothing, and the loss sum and the count of right answers cover the kept rows only; the norms and
-        clipped flags still have a row per row of x."""
+        clipped flags still have a row per row of x.
+
+        With `multiplicity` K > 1 (augmentation multiplicity, De et al. 2022 §3.1), x holds B·K rows, example-major
+        (rows iK … iK+K−1 are example i's copies), gᵢ = (1/K)Σₖ ∇ℓᵢₖ is clipped as one example (`rules`), the
+        norms and clipped flags have B rows, the loss sum is Σᵢ (mean of example i's copies' losses), and
+        `correct` counts right rows divided by K (a float: the mean over copies of the examples right). It
+        costs about a step on B·K rows. Not with `row_mask`."""
         thresholds = check_clip_norm(clip_norm, self.layer_names)
+        copies = check_multiplicity(multiplicity, len(x))
+        if copies > 1 and row_mask is not None:
+            raise ValueError("a row mask (padded lot) and augmentation multiplicity do not combine")
         if len(x) == 0:
             return zero_sum(self.params, x)
         if not self.layers:
             with torch.no_grad():
-                return zero_sum(self.params, x, F.cross_entropy(self.model(x), y, reduction="sum"))
-        losses, inputs, deltas, correct = self.deltas(x, y, row_mask)
-        sq_norms, finishers = self.layer_norms(inputs, deltas)
+                loss_sum = F.cross_entropy(self.model(x), y, reduction="sum")
+                return zero_sum(self.params, x[::copies], loss_sum if copies == 1 else loss_sum / copies)
+        losses, inputs, deltas, correct = self.deltas(x, y, row_mask, multiplicity=copies)
+        sq_norms, finishers = self.layer_norms(inputs, deltas, multiplicity=copies)
         norms, factors, clipped = combine_layer_norms(sq_norms, thresholds)
         if row_mask is not None:
             factors = [c * row_mask for c in factors]
             losses = losses * row_mask
+        if copies > 1:
+            losses, correct = losses.view(-1, copies).mean(dim=1), correct / copies
         grads = self.in_model_order([g for finish, c in zip(finishers, factors, strict=True) for g in finish(c)])
         self.release_workspace()
         return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum(), clipped=clipped, correct=correct)
 
-    def layer_norms(self, inputs: list[Tensor], deltas: list[Tensor]) -> tuple[list[Tensor], list[Callable]]:
+    def layer_norms(
+        self, inputs: list[Tensor], deltas: list[Tensor], *, multiplicity: int = 1
+    ) -> tuple[list[Tensor], list[Callable]]:
         """Each layer's per-example squared gradient norms (B,) and its finish(c) → clipped sums, by the layer's
-        registered rule (`rules`), from the layer inputs and output gradients of `deltas`."""
+        registered rule (`rules`), from the layer inputs and output gradients of `deltas` (B·K rows with
+        `multiplicity` K copies per example)."""
         sq_norms, finishers = [], []
         for k, (module, a, delta) in enumerate(zip(self.layers, inputs, deltas, strict=True)):
             workspace = functools.partial(self._buffer, k, like=a)
-            sq, finish = rule_for(module).single(module, a, delta, workspace=workspace, conv_norms=self.conv_norms)
+            sq, finish = self._rules[k].single(
+                module, a, delta, workspace=workspace, conv_norms=self.conv_norms, multiplicity=multiplicity
+            )
             sq_norms.append(sq)
             finishers.append(finish)
         return sq_norms, finishers

@@ -10,6 +10,7 @@ from engine.training.clipping.sums import (
     ClipNorm,
     ClippedSum,
     check_clip_norm,
+    check_multiplicity,
     combine_layer_norms,
     count_correct,
     reject_batchnorm,
@@ -31,13 +32,19 @@ class MaterializedClipper:
         self.layer_names = list(dict.fromkeys(owners))
         self.layer_of = [self.layer_names.index(o) for o in owners]
 
-    def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: ClipNorm) -> ClippedSum:
+    def clipped_sum(self, x: Tensor, y: Tensor, clip_norm: ClipNorm, *, multiplicity: int = 1) -> ClippedSum:
+        """Σᵢ clip(gᵢ) over the rows of x; with `multiplicity` K > 1, over groups of K rows (example i's augmented
+        copies, rows iK … iK+K−1), gᵢ being the mean of its copies' gradients (De et al. 2022, §3.1), as
+        `BookKeepingClipper.clipped_sum` (norms and flags per example, loss the sum of the copies' means,
+        `correct` right rows / K)."""
         thresholds = check_clip_norm(clip_norm, self.layer_names)
+        copies = check_multiplicity(multiplicity, len(x))
         if len(x) == 0:
             return zero_sum(self.params, x)
         if not self.params:
             with torch.no_grad():
-                return zero_sum(self.params, x, F.cross_entropy(self.model(x), y, reduction="sum"))
+                loss_sum = F.cross_entropy(self.model(x), y, reduction="sum")
+                return zero_sum(self.params, x[::copies], loss_sum if copies == 1 else loss_sum / copies)
         params = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
         buffers = dict(self.model.named_buffers())
 
@@ -48,8 +55,13 @@ class MaterializedClipper:
         per_example, (losses, logits) = vmap(grad_and_value(example_loss, has_aux=True), in_dims=(None, 0, 0))(
             params, x, y
         )
-        flat = [per_example[n].reshape(x.shape[0], -1) for n in self.names]
-        layer_sq: list[Tensor] = [torch.zeros(x.shape[0], dtype=flat[0].dtype, device=x.device)] * len(self.layer_names)
+        correct = count_correct(logits, y)
+        if copies > 1:  # each example's gradient: the mean of its copies'
+            per_example = {n: g.view(-1, copies, *g.shape[1:]).mean(dim=1) for n, g in per_example.items()}
+            losses, correct = losses.view(-1, copies).mean(dim=1), correct / copies
+        batch = x.shape[0] // copies
+        flat = [per_example[n].reshape(batch, -1) for n in self.names]
+        layer_sq: list[Tensor] = [torch.zeros(batch, dtype=flat[0].dtype, device=x.device)] * len(self.layer_names)
         for k, f in zip(self.layer_of, flat, strict=True):
             layer_sq[k] = layer_sq[k] + row_sq_norms(f)
         norms, factors, clipped = combine_layer_norms(layer_sq, thresholds)
@@ -57,6 +69,4 @@ class MaterializedClipper:
             torch.einsum("b,b...->...", factors[k], per_example[n])
             for n, k in zip(self.names, self.layer_of, strict=True)
         ]
-        return ClippedSum(
-            grads=grads, norms=norms, loss_sum=losses.sum().detach(), clipped=clipped, correct=count_correct(logits, y)
-        )
+        return ClippedSum(grads=grads, norms=norms, loss_sum=losses.sum().detach(), clipped=clipped, correct=correct)

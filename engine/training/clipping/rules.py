@@ -7,6 +7,18 @@ package's docstring (`engine.training.clipping`).
 
 A rule returns (squared norms, finish), where finish(c) gives the clipped sums of the layer's trainable
 parameters: a list (weight, then bias) for one model, a dict by parameter name for a stack.
+
+Augmentation multiplicity (De et al. 2022, §3.1; one model only): with `multiplicity` K > 1 the layer saw
+B·K rows, example-major (rows iK … iK+K−1 are example i's K augmented copies), and example i's gradient is
+the mean of its copies', gᵢ = (1/K)Σₖ ∇ℓᵢₖ. The clipper scales the logits' gradient by 1/K, so the δ a rule
+gets already carry it and gᵢ is the plain *sum* of the copies' gradients: the K copies are K more
+"positions" of one example. An nn.Linear layer's Gᵢ = Σₖ δᵢₖaᵢₖᵀ is that of a sequence of K positions; a
+conv layer's patches (B·K, P, D) view as (B, K·P, D) and its δ (B·K, C_out, P) regroup as (B, C_out, K·P)
+(`copies_as_positions`), and the ghost norm or the materialized Gᵢ then runs over K·P positions
+(`conv_norm_method` picks by the same count; for nn.Linear: ghost K²(d + p) against materialized K·p·d
+multiply-adds per example). Norms come out per example (B,), and finish(c) takes one factor per example:
+being linear in c, it may run at row level with each cᵢ repeated for its copies (`per_row`). K = 1 is the
+plain computation, unchanged.
 """
 
 import math
@@ -89,17 +101,41 @@ def fresh_workspace(like: Tensor) -> Workspace:
     return lambda role: lambda shape: torch.empty(math.prod(shape), dtype=like.dtype, device=like.device).view(shape)
 
 
-def _trains(module: nn.Module) -> tuple[bool, bool]:
+def trains(module: nn.Module) -> tuple[bool, bool]:
     """Whether the layer's weight and its bias are trained."""
     return module.weight.requires_grad, module.bias is not None and module.bias.requires_grad
+
+
+def per_row(c: Tensor, multiplicity: int) -> Tensor:
+    """One clip factor per example (B,) → one per row (B·K,): each example's factor for each of its copies."""
+    return c if multiplicity == 1 else c.repeat_interleave(multiplicity)
+
+
+def sum_copies(rows: Tensor, multiplicity: int) -> Tensor:
+    """(B·K, ...) per-row values → (B, ...) per-example sums over each example's K copies."""
+    return rows if multiplicity == 1 else rows.view(-1, multiplicity, *rows.shape[1:]).sum(dim=1)
+
+
+def copies_as_positions(d: Tensor, u: Tensor, multiplicity: int) -> tuple[Tensor, Tensor]:
+    """A conv layer's δ (B·K, C_out, P) and patches (B·K, P, D) with each example's K copies as K·P positions of
+    one example: (B, C_out, K·P) (a copy) and (B, K·P, D) (a view). The same tensors when K = 1."""
+    if multiplicity == 1:
+        return d, u
+    rows, c_out, positions = d.shape
+    batch = rows // multiplicity
+    grouped = d.view(batch, multiplicity, c_out, positions).transpose(1, 2).reshape(batch, c_out, -1)
+    return grouped, u.view(batch, multiplicity * positions, u.shape[2])
 
 
 # ------------------------------------------------------------------------------ one model
 
 
-def linear_norms_and_sum(module: nn.Linear, a: Tensor, delta: Tensor, **_options):
-    """nn.Linear: ‖gᵢ‖² = ‖aᵢ‖²·‖δᵢ‖² (+ ‖δᵢ‖² for the bias), and finish(c) = [(c⊙δ)ᵀa, Σᵢ cᵢδᵢ] as trained."""
-    train_w, train_b = _trains(module)
+def linear_norms_and_sum(module: nn.Linear, a: Tensor, delta: Tensor, *, multiplicity: int = 1, **_options):
+    """nn.Linear: ‖gᵢ‖² = ‖aᵢ‖²·‖δᵢ‖² (+ ‖δᵢ‖² for the bias), and finish(c) = [(c⊙δ)ᵀa, Σᵢ cᵢδᵢ] as trained.
+    With K > 1 copies per example, `grouped_linear_norms_and_sum`."""
+    if multiplicity > 1:
+        return grouped_linear_norms_and_sum(module, a, delta, multiplicity)
+    train_w, train_b = trains(module)
     delta_sq = row_sq_norms(delta)
     if train_w and train_b:
         sq = torch.addcmul(delta_sq, row_sq_norms(a), delta_sq)
@@ -116,6 +152,39 @@ def linear_norms_and_sum(module: nn.Linear, a: Tensor, delta: Tensor, **_options
     return sq, finish
 
 
+def grouped_linear_norms_and_sum(module: nn.Linear, a: Tensor, delta: Tensor, multiplicity: int):
+    """nn.Linear with K copies per example (rows B·K): Gᵢ = Σₖ δᵢₖaᵢₖᵀ, whose norm is the ghost norm over K
+    positions, ⟨AᵢAᵢᵀ, ΔᵢΔᵢᵀ⟩ (K²(d + p) multiply-adds), or that of Gᵢ materialized by one batched matmul
+    (K·p·d), whichever is fewer; the bias's is ‖Σₖ δᵢₖ‖². finish(c): Σᵢ cᵢGᵢ at row level, c repeated per copy,
+    or c·G when G was materialized."""
+    train_w, train_b = trains(module)
+    rows, p = delta.shape
+    batch, d = rows // multiplicity, a.shape[1]
+    deltas, inputs = delta.view(batch, multiplicity, p), a.view(batch, multiplicity, d)
+    sq = torch.zeros(batch, dtype=delta.dtype, device=delta.device)
+    materialize = multiplicity * (d + p) >= p * d
+    if train_w and materialize:
+        per_example_w = torch.bmm(deltas.transpose(1, 2), inputs).view(batch, -1)  # Gᵢ flattened: (B, p·d)
+        sq = row_sq_norms(per_example_w)
+    elif train_w:  # ghost norm over each example's K copies
+        gram_a = torch.bmm(inputs, inputs.transpose(1, 2))
+        gram_d = torch.bmm(deltas, deltas.transpose(1, 2))
+        sq = torch.linalg.vecdot(gram_a.view(batch, -1), gram_d.view(batch, -1))
+    bias_per_example = deltas.sum(dim=1) if train_b else None  # (B, p)
+    if bias_per_example is not None:
+        sq = sq + row_sq_norms(bias_per_example)
+
+    def finish(c: Tensor) -> list[Tensor]:
+        out = []
+        if train_w and materialize:
+            out.append((c @ per_example_w).view(p, d))
+        elif train_w:
+            out.append((delta * per_row(c, multiplicity)[:, None]).T @ a)
+        return [*out, c @ bias_per_example] if bias_per_example is not None else out
+
+    return sq, finish
+
+
 def conv_norms_and_sum(
     module: nn.Conv2d,
     a: Tensor,
@@ -123,29 +192,33 @@ def conv_norms_and_sum(
     *,
     workspace: Workspace | None = None,
     conv_norms: ConvNormMethod = "auto",
+    multiplicity: int = 1,
 ):
     """nn.Conv2d (groups 1): ‖Gᵢ‖² by the ghost norm or by materializing Gᵢ = δᵢUᵢᵀ (`conv_norm_method`, or
     `conv_norms` to force one), plus the bias's ‖Σ_p δᵢ[:, p]‖²; finish(c) folds c into one contraction.
-    `workspace(role)` supplies the scratch tensors ("patches", "grads")."""
+    `workspace(role)` supplies the scratch tensors ("patches", "grads"). With K copies per example, the copies
+    are K·P positions of one example (`copies_as_positions`)."""
     workspace = workspace or fresh_workspace(a)
-    train_w, train_b = _trains(module)
-    batch, c_out = delta.shape[:2]
-    d = delta.reshape(batch, c_out, -1)  # δᵢ: (B, C_out, P)
+    train_w, train_b = trains(module)
+    rows, c_out = delta.shape[:2]
+    batch = rows // multiplicity
+    d = delta.reshape(rows, c_out, -1)  # δ of each row: (B·K, C_out, P)
     sq = None
     if train_w:
-        u = conv_patches(module, a, workspace("patches"))  # Uᵢᵀ: (B, P, D)
+        u = conv_patches(module, a, workspace("patches"))  # Uᵀ of each row: (B·K, P, D)
         if u.shape[1] != d.shape[2]:
             raise UnsupportedModelError(f"conv layer output has {d.shape[2]} positions, its patches {u.shape[1]}")
-        method = conv_norms if conv_norms != "auto" else conv_norm_method(module, d.shape[2])
+        d_ex, u_ex = copies_as_positions(d, u, multiplicity)  # δᵢ: (B, C_out, K·P), Uᵢᵀ: (B, K·P, D)
+        method = conv_norms if conv_norms != "auto" else conv_norm_method(module, d_ex.shape[2])
         if method == "materialize":
             g = workspace("grads")((batch, c_out, u.shape[2]))
-            per_example_w = torch.bmm(d, u, out=g).view(batch, -1)  # Gᵢ = δᵢUᵢᵀ, flattened: (B, C_out·D)
+            per_example_w = torch.bmm(d_ex, u_ex, out=g).view(batch, -1)  # Gᵢ = δᵢUᵢᵀ, flattened: (B, C_out·D)
             sq = row_sq_norms(per_example_w)
         else:  # ‖Gᵢ‖² = ⟨UᵢᵀUᵢ, δᵢᵀδᵢ⟩ over P × P
-            gram_u = torch.bmm(u, u.transpose(1, 2))
-            gram_d = torch.bmm(d.transpose(1, 2), d)
+            gram_u = torch.bmm(u_ex, u_ex.transpose(1, 2))
+            gram_d = torch.bmm(d_ex.transpose(1, 2), d_ex)
             sq = torch.linalg.vecdot(gram_u.view(batch, -1), gram_d.view(batch, -1))
-    bias_per_example = d.sum(dim=2) if train_b else None  # (B, C_out)
+    bias_per_example = sum_copies(d.sum(dim=2), multiplicity) if train_b else None  # (B, C_out)
     if bias_per_example is not None:
         sq = row_sq_norms(bias_per_example) if sq is None else sq + row_sq_norms(bias_per_example)
     if sq is None:
@@ -157,7 +230,7 @@ def conv_norms_and_sum(
             if method == "materialize":  # Σᵢ cᵢGᵢ: a (B)·(B, C_out·D) product
                 weight = c @ per_example_w
             else:  # Σᵢ cᵢ δᵢUᵢᵀ as one (C_out × B·P)·(B·P × D) product, c folded into δ
-                weighted = (d * c[:, None, None]).transpose(0, 1).reshape(c_out, -1)
+                weighted = (d * per_row(c, multiplicity)[:, None, None]).transpose(0, 1).reshape(c_out, -1)
                 weight = weighted @ u.reshape(-1, u.shape[2])
             out.append(weight_layout(module, weight))
         if bias_per_example is not None:
@@ -247,8 +320,11 @@ class LayerRule:
 
     layer: type[nn.Module]
     supports: Callable[[nn.Module], bool]  # e.g. the stock forward only (a subclass may compute something else)
-    single: Callable  # (module, a, δ, *, workspace, conv_norms) → (‖gᵢ‖² (B,), finish(c) → [grads])
-    stacked: Callable  # (module, (weight name, bias name), a, δ) → (‖gᵢ‖² (K, B), finish(c) → {name: grad})
+    single: Callable  # (module, a, δ, *, workspace, conv_norms, multiplicity) → (‖gᵢ‖² (B,), finish(c) → [grads])
+    # (module, (weight name, bias name), a, δ) → (‖gᵢ‖² (K, B), finish(c) → {name: grad}); None: no stacked rule,
+    # and the stacked clipper refuses the model
+    stacked: Callable | None
+    input_dims: tuple[int, ...]  # the dimensions of a batched input the rule handles (e.g. (2,) for nn.Linear)
 
 
 RULES: list[LayerRule] = []
@@ -265,6 +341,7 @@ register(
         supports=lambda m: type(m).forward is nn.Linear.forward,
         single=linear_norms_and_sum,
         stacked=stacked_linear_norms_and_sum,
+        input_dims=(2,),
     )
 )
 register(
@@ -273,6 +350,7 @@ register(
         supports=lambda m: type(m).forward is nn.Conv2d.forward and m.groups == 1,
         single=conv_norms_and_sum,
         stacked=stacked_conv_norms_and_sum,
+        input_dims=(4,),
     )
 )
 

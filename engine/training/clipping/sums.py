@@ -105,6 +105,15 @@ def check_clip_norm(clip_norm: ClipNorm, layer_names: list[str]) -> float | tupl
     return values[0] if isinstance(clip_norm, Real) else values
 
 
+def check_multiplicity(multiplicity: int, rows: int) -> int:
+    """K ≥ 1 augmented copies per example (De et al. 2022, §3.1), and rows that are whole groups of K copies."""
+    if isinstance(multiplicity, bool) or not isinstance(multiplicity, int) or multiplicity < 1:
+        raise ValueError(f"multiplicity must be an integer ≥ 1 (copies per example), got {multiplicity!r}")
+    if rows % multiplicity:
+        raise ValueError(f"{rows} rows are not whole groups of {multiplicity} copies per example")
+    return multiplicity
+
+
 def reject_batchnorm(model: nn.Module) -> None:
     for name, module in model.named_modules():
         if isinstance(module, _BatchNorm) or "BatchNorm" in type(module).__name__:

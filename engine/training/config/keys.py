@@ -4,7 +4,7 @@ allowed range of every number and the defaults (`engine.training.config.spec` va
 Which keys apply (`KEYS_BY_ALGORITHM`):
 
 - every algorithm: dataset, model, algorithm, epochs, lr, seed, optimizer, momentum, lr_schedule,
-  physical_batch_size, pca_dims, hidden (mlp), schema (csv:PATH datasets);
+  physical_batch_size, pca_dims, hidden (mlp), wrn_depth and wrn_width (wrn), schema (csv:PATH datasets);
 - private algorithms (dpsgd, noisy_gd): delta, clip_norm, one of target_epsilon / noise_multiplier,
   clipping, noise_schedule, clip_schedule, pca_noise (with pca_dims), noise ("reproducible" lab mode or
   "release": `engine.training.noise`; the textbook learners take the lab mode only);
@@ -74,6 +74,8 @@ RANGES: dict[str, NumberRange] = {
     "rounds": NumberRange(low=1, high=10_000_000, integer=True),
     "aniso_smoothing": NumberRange(low=0.0, high=1.0, high_open=True),
     "aniso_max_ratio": NumberRange(low=1.0, high=1000.0),
+    "wrn_depth": NumberRange(low=10, high=40, integer=True),  # and 6n + 4 (`wide_resnet.depth_problem`)
+    "wrn_width": NumberRange(low=1, high=10, integer=True),
 }
 HIDDEN_WIDTH = NumberRange(low=1, high=8192, integer=True)
 MAX_HIDDEN_LAYERS = 4
@@ -93,6 +95,8 @@ COMMON_KEYS = (
     "physical_batch_size",
     "pca_dims",
     "hidden",
+    "wrn_depth",
+    "wrn_width",
     "features",
     "schema",
     "data_sha256",

@@ -11,7 +11,7 @@ spec every door accepts is one a worker can train:
 Each check returns a `(field, problem)` pair (or None) that `spec.parse_spec` raises as its `SpecError`.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.privacy.limits import NumberRange
 from engine.privacy.planning import steps_for
@@ -20,7 +20,7 @@ from engine.training.config.keys import RANGES, SCHEDULES, Algorithm
 from engine.training.config.schedules import Schedule, ScheduleKind
 from engine.training.datasets import DatasetInfo
 from engine.training.features import scatternet
-from engine.training.features.models import trainable_coordinates
+from engine.training.features.models import model_image_shape, trainable_coordinates
 
 if TYPE_CHECKING:
     from engine.training.config.spec import RunSpec
@@ -116,15 +116,23 @@ def model_inputs(spec: "RunSpec", info: DatasetInfo) -> int:
     return info.n_features
 
 
+def model_options(spec: "RunSpec", image_shape: tuple[int, int, int] | None) -> dict[str, Any]:
+    """`models.build_model`'s keywords for the spec's model on a dataset of `image_shape`, besides the inputs and
+    classes: the worker builds its model with them, and `spec_coordinates` counts that model."""
+    options: dict[str, Any] = {
+        "hidden": spec.hidden,
+        "image_shape": model_image_shape(spec.features, image_shape),
+        "features": spec.features,
+    }
+    if spec.model == "wrn":
+        options |= {"wrn_depth": spec.wrn_depth, "wrn_width": spec.wrn_width}
+    return options
+
+
 def spec_coordinates(spec: "RunSpec", info: DatasetInfo) -> int:
     """The trainable coordinates of the model the spec trains (what the worker's `sum(p.numel())` counts)."""
-    return trainable_coordinates(
-        spec.model,
-        n_features=model_inputs(spec, info),
-        n_classes=info.n_classes,
-        hidden=spec.hidden,
-        image_shape=info.image_shape,
-    )
+    options = model_options(spec, info.image_shape)
+    return trainable_coordinates(spec.model, n_features=model_inputs(spec, info), n_classes=info.n_classes, **options)
 
 
 def canaries_problem(spec: "RunSpec", info: DatasetInfo) -> Problem:

@@ -32,19 +32,17 @@ from engine.training.config.keys import (
     CALIBRATION_ACCOUNTANTS,
     CLIPPING_MODES,
     DEFAULT_COUNT_EPSILON,
-    DEFAULT_HIDDEN,
     DEFAULT_THRESHOLDS,
     FEATURES,
-    HIDDEN_WIDTH,
     KEYS_BY_ALGORITHM,
     LEARNER_MODELS,
-    MAX_HIDDEN_LAYERS,
     NOISE_MODES,
     RANGES,
     REQUIRED_BY_ALGORITHM,
     SCHEDULES,
     Algorithm,
 )
+from engine.training.config.model_keys import model_options, model_problem
 from engine.training.config.reach import canaries_problem, schedules_problem
 from engine.training.config.schedules import CONSTANT, Schedule, ScheduleError, ScheduleKind, parse_schedule
 from engine.training.config.text import bad_text
@@ -57,8 +55,7 @@ from engine.training.datasets import (
     file_sha256,
     parse_csv_schema,
 )
-from engine.training.features import scatternet
-from engine.training.features.models import MODELS, cnn_supports
+from engine.training.features.models import IMAGE_MODELS, MODELS
 
 
 class SpecError(ValueError):
@@ -98,6 +95,8 @@ class RunSpec:
     noise: str | None = None  # private Gaussian-noise algorithms: "reproducible" (lab) or "release" (OS randomness)
     clipping: str | None = None
     hidden: tuple[int, ...] = ()
+    wrn_depth: int | None = None  # wrn: depth 6n + 4 (De et al. 2022's WRN-16-4 by default)
+    wrn_width: int | None = None  # wrn: width multiplier k
     optimizer: str = OptimizerName.SGD.value
     momentum: float | None = None
     lr_schedule: Schedule = CONSTANT
@@ -281,22 +280,9 @@ def _csv_schema(raw: Any):
 
 def _model_options(raw: Mapping[str, Any], model: str, info: DatasetInfo) -> dict[str, Any]:
     features = _choice("features", raw.get("features", "pixels"), FEATURES)
-    if features == "scatternet":
-        if not scatternet.supports(info.image_shape):
-            raise SpecError("features", f"'scatternet' needs images of at least 16×16; {info.name} has none")
-        if model == "cnn":
-            raise SpecError("features", "'scatternet' feeds logreg or mlp; the cnn takes pixels")
-    if model == "cnn" and (info.image_shape is None or not cnn_supports(info.image_shape)):
-        shape = "no image shape" if info.image_shape is None else f"images of {'×'.join(map(str, info.image_shape))}"
-        raise SpecError("model", f"'cnn' needs images of at least 1×28×28; {info.name} has {shape}")
-    if model != "mlp":
-        if "hidden" in raw:
-            raise SpecError("hidden", "only applies to model 'mlp'")
-        return {"features": features}
-    hidden_raw = raw.get("hidden", list(DEFAULT_HIDDEN))
-    if not isinstance(hidden_raw, list | tuple) or not 1 <= len(hidden_raw) <= MAX_HIDDEN_LAYERS:
-        raise SpecError("hidden", f"must be a list of 1 to {MAX_HIDDEN_LAYERS} layer widths, got {brief(hidden_raw)}")
-    return {"features": features, "hidden": tuple(checked_number("hidden", w, HIDDEN_WIDTH) for w in hidden_raw)}
+    if (problem := model_problem(raw, model, features, info)) is not None:
+        raise SpecError(*problem)
+    return {"features": features} | model_options(raw, model)
 
 
 def _privacy_options(
@@ -369,8 +355,10 @@ def _training_options(
             f"{MAX_TRAINING_STEPS:,} per run (raise lot_size or lower epochs)",
         )
     if "pca_dims" in values:
-        if model == "cnn":
-            raise SpecError("pca_dims", "does not apply to model 'cnn' (it needs the image, not projected features)")
+        if model in IMAGE_MODELS:
+            raise SpecError(
+                "pca_dims", f"does not apply to model {model!r} (it needs the image, not projected features)"
+            )
         if raw.get("features") != "scatternet" and info.n_features is not None and values["pca_dims"] > info.n_features:
             raise SpecError("pca_dims", f"must be an integer in [1, {info.n_features}] (the features of {info.name})")
     return out

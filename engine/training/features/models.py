@@ -1,8 +1,16 @@
-"""Models: logistic regression, a ReLU MLP and the tanh CNN of Tramèr & Boneh 2021.
+"""Models: logistic regression, a ReLU MLP, the tanh CNNs of Tramèr & Boneh 2021 and a wide ResNet.
 
-Every model takes flattened float inputs of shape (B, n_features); the CNN unflattens them to
-(B, C, H, W) itself. No model normalizes across the batch (BatchNorm would mix examples and break
-per-example privacy), so every per-example gradient depends on that example alone.
+Every model takes flattened float inputs of shape (B, n_features); the CNNs and the wide ResNet unflatten them to
+(B, C, H, W) themselves. No model normalizes across the batch (BatchNorm would mix examples and break
+per-example privacy), so every per-example gradient depends on that example alone; the wide ResNet's GroupNorm
+normalizes each example on its own.
+
+"cnn" is Tramèr & Boneh's CNN for the inputs it is given: on pixels, the CNN of their end-to-end baseline
+(Papernot et al. 2020's tanh CNN); on ScatterNet features (`features="scatternet"`, `image_shape` then being the
+scattering coefficients' (K, h, w), `model_image_shape`), their smaller CNN on the coefficients ("Differentially
+Private Learning Needs Better Features (or Much More Data)", ICLR 2021; ftramer/Handcrafted-DP, models.py:
+`MNIST_CNN` and `CIFAR10_CNN` with `in_channels` = K). Their CNNs' input GroupNorm (no affine parameters) is
+the ScatterNet features' own normalization (`scatternet.scatter`), applied once, before the model.
 """
 
 import itertools
@@ -11,31 +19,62 @@ import math
 import torch
 from torch import nn
 
-MODELS = ("logreg", "mlp", "cnn")
+from engine.training.features import scatternet
+from engine.training.features.wide_resnet import DEFAULT_DEPTH, DEFAULT_WIDTH, build_wide_resnet
+
+MODELS = ("logreg", "mlp", "cnn", "wrn")
+IMAGE_MODELS = ("cnn", "wrn")  # models that take the image (or its scattering coefficients), never PCA projections
 MODEL_DESCRIPTIONS: dict[str, str] = {
     "logreg": "Multinomial logistic regression, one linear layer (convex baseline; Chaudhuri et al. 2011, JMLR)",
     "mlp": "ReLU multilayer perceptron (Abadi et al. 2016, CCS: one hidden layer of 1000 units on MNIST)",
-    "cnn": "Tanh CNN of Tramèr & Boneh 2021 (ICLR), 26k params on 1×28×28",
+    "cnn": "Tanh CNN of Tramèr & Boneh 2021 (ICLR), 26k params on 1×28×28; on ScatterNet features their CNN on "
+    "the scattering coefficients, 33k params on MNIST",
+    "wrn": "Wide ResNet WRN-d-k with GroupNorm and weight-standardized convolutions (De et al. 2022; Zagoruyko & "
+    "Komodakis 2016), 2.75M params as WRN-16-4 on 3×32×32",
 }
 
-# The CNN's feature extractor, as (kind, out channels, kernel, stride, padding); pools have no channels.
-_CNN_STAGES: tuple[tuple[str, int, int, int, int], ...] = (
+# A CNN's feature extractor, as (kind, out channels, kernel, stride, padding); pools have no channels.
+Stage = tuple[str, int, int, int, int]
+_CNN_STAGES: tuple[Stage, ...] = (
     ("conv", 16, 8, 2, 3),
     ("pool", 0, 2, 1, 0),
     ("conv", 32, 4, 2, 0),
     ("pool", 0, 2, 1, 0),
 )
 _CNN_HIDDEN = 32
+# Tramèr & Boneh's CNNs on ScatterNet coefficients, by the image's colour channels, with the width of the hidden
+# linear layer (None: none). Grey (MNIST_CNN, 33k params on MNIST's 81×7×7): two 3×3 convolutions, the first of
+# stride 2. Colour (CIFAR10_CNN's default size, 187k params on CIFAR-10's 243×8×8): 3×3 conv → 2×2 max pool →
+# 3×3 conv, then one linear layer.
+_SCATTER_CNNS: dict[int, tuple[tuple[Stage, ...], int | None]] = {
+    1: ((("conv", 16, 3, 2, 1), ("conv", 32, 3, 1, 1)), 32),
+    3: ((("conv", 64, 3, 1, 1), ("pool", 0, 2, 2, 0), ("conv", 64, 3, 1, 1)), None),
+}
 
 
-def _cnn_feature_shape(image_shape: object) -> tuple[int, int, int] | None:
+def model_image_shape(features: str, image_shape: tuple[int, int, int] | None) -> tuple[int, int, int] | None:
+    """The (C, H, W) an image model's input has: the image's, or (ScatterNet features) its scattering
+    coefficients' (`scatternet.scattering_shape`: 81×7×7 for 1×28×28)."""
+    if features == "scatternet" and image_shape is not None:
+        return scatternet.scattering_shape(tuple(image_shape))
+    return image_shape
+
+
+def _stages_for(image_shape: tuple[int, int, int], features: str) -> tuple[tuple[Stage, ...], int | None]:
+    if features == "scatternet":
+        colours = image_shape[0] // scatternet.CHANNELS_PER_COLOUR
+        return _SCATTER_CNNS[1 if colours == 1 else 3]
+    return _CNN_STAGES, _CNN_HIDDEN
+
+
+def _cnn_feature_shape(image_shape: object, features: str = "pixels") -> tuple[int, int, int] | None:
     """(C, H, W) after the CNN's convolutions and pools, or None if `image_shape` cannot go through them."""
     if not isinstance(image_shape, tuple | list) or len(image_shape) != 3:
         return None
     if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in image_shape):
         return None
     channels, height, width = image_shape
-    for kind, out_channels, kernel, stride, padding in _CNN_STAGES:
+    for kind, out_channels, kernel, stride, padding in _stages_for(tuple(image_shape), features)[0]:
         height = (height + 2 * padding - kernel) // stride + 1
         width = (width + 2 * padding - kernel) // stride + 1
         if height < 1 or width < 1:
@@ -45,35 +84,36 @@ def _cnn_feature_shape(image_shape: object) -> tuple[int, int, int] | None:
     return channels, height, width
 
 
-def cnn_supports(image_shape: tuple[int, int, int] | None) -> bool:
-    """Whether the CNN accepts images of shape (C, H, W): 1×28×28 and 3×32×32 do, 1×8×8 is too small."""
-    return _cnn_feature_shape(image_shape) is not None
+def cnn_supports(image_shape: tuple[int, int, int] | None, features: str = "pixels") -> bool:
+    """Whether the CNN accepts images of shape (C, H, W): 1×28×28 and 3×32×32 do, 1×8×8 is too small. With
+    ScatterNet features, `image_shape` is the coefficients' (`model_image_shape`)."""
+    return _cnn_feature_shape(image_shape, features) is not None
 
 
-def _build_cnn(n_features: int, n_classes: int, image_shape: tuple[int, int, int] | None) -> nn.Sequential:
+def _build_cnn(
+    n_features: int, n_classes: int, image_shape: tuple[int, int, int] | None, features: str
+) -> nn.Sequential:
     if image_shape is None:
         raise ValueError("model 'cnn' needs image_shape (C, H, W); this dataset has none")
-    features = _cnn_feature_shape(image_shape)
-    if features is None:
+    out_shape = _cnn_feature_shape(image_shape, features)
+    if out_shape is None:
         raise ValueError(f"image_shape {image_shape!r} is not a (C, H, W) image large enough for model 'cnn'")
     if math.prod(image_shape) != n_features:
         size = math.prod(image_shape)
         raise ValueError(f"image_shape {tuple(image_shape)} has {size} values, but n_features = {n_features}")
+    stages, hidden = _stages_for(tuple(image_shape), features)
     layers: list[nn.Module] = [nn.Unflatten(1, tuple(image_shape))]
     channels = image_shape[0]
-    for kind, out_channels, kernel, stride, padding in _CNN_STAGES:
+    for kind, out_channels, kernel, stride, padding in stages:
         if kind == "conv":
             layers += [nn.Conv2d(channels, out_channels, kernel, stride=stride, padding=padding), nn.Tanh()]
             channels = out_channels
         else:
             layers.append(nn.MaxPool2d(kernel, stride=stride))
-    return nn.Sequential(
-        *layers,
-        nn.Flatten(),
-        nn.Linear(math.prod(features), _CNN_HIDDEN),
-        nn.Tanh(),
-        nn.Linear(_CNN_HIDDEN, n_classes),
-    )
+    layers.append(nn.Flatten())
+    if hidden is None:
+        return nn.Sequential(*layers, nn.Linear(math.prod(out_shape), n_classes))
+    return nn.Sequential(*layers, nn.Linear(math.prod(out_shape), hidden), nn.Tanh(), nn.Linear(hidden, n_classes))
 
 
 def build_model(
@@ -83,11 +123,16 @@ def build_model(
     n_classes: int,
     hidden: tuple[int, ...] = (),
     image_shape: tuple[int, int, int] | None = None,
+    features: str = "pixels",
+    wrn_depth: int = DEFAULT_DEPTH,
+    wrn_width: int = DEFAULT_WIDTH,
 ) -> nn.Sequential:
     """A fresh model; initialization draws from torch's global generator (seed it first).
 
     `hidden` (the MLP's layer widths) applies to "mlp" only; `image_shape` (C, H, W) with
-    C·H·W = n_features is required by "cnn" and ignored by the others.
+    C·H·W = n_features is required by "cnn" and "wrn" and ignored by the others. `features`: what the inputs
+    are, "pixels" or "scatternet" (then `image_shape` is the scattering coefficients', `model_image_shape`, and
+    "cnn" is Tramèr & Boneh's CNN on them). `wrn_depth` (6n + 4) and `wrn_width` apply to "wrn" only.
     """
     if name == "logreg":
         return nn.Sequential(nn.Linear(n_features, n_classes))
@@ -98,20 +143,18 @@ def build_model(
             layers += [nn.Linear(width_in, width_out), nn.ReLU()]
         return nn.Sequential(*layers, nn.Linear(widths[-1], n_classes))
     if name == "cnn":
-        return _build_cnn(n_features, n_classes, image_shape)
+        return _build_cnn(n_features, n_classes, image_shape, features)
+    if name == "wrn":
+        return build_wide_resnet(
+            n_features=n_features, n_classes=n_classes, image_shape=image_shape, depth=wrn_depth, width=wrn_width
+        )
     raise ValueError(f"model must be one of {', '.join(MODELS)}; got {name!r}")
 
 
-def trainable_coordinates(
-    name: str,
-    *,
-    n_features: int,
-    n_classes: int,
-    hidden: tuple[int, ...] = (),
-    image_shape: tuple[int, int, int] | None = None,
-) -> int:
-    """The trainable coordinates of `build_model`'s model, `sum(p.numel())` over the parameters that require a
-    gradient, counted on torch's "meta" device: the very model, built without memory or a random draw."""
+def trainable_coordinates(name: str, *, n_features: int, n_classes: int, **options) -> int:
+    """The trainable coordinates of `build_model`'s model (`options`: its other keywords), `sum(p.numel())` over
+    the parameters that require a gradient, counted on torch's "meta" device: the very model, built without
+    memory or a random draw."""
     with torch.device("meta"):
-        model = build_model(name, n_features=n_features, n_classes=n_classes, hidden=hidden, image_shape=image_shape)
+        model = build_model(name, n_features=n_features, n_classes=n_classes, **options)
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

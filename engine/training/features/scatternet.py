@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 J = 2
 ANGLES = 8
+CHANNELS_PER_COLOUR = 1 + J * ANGLES + ANGLES**2 * J * (J - 1) // 2  # 81: orders 0, 1 and 2
 GROUPS = 27  # 81 scattering channels per colour channel, in groups of 3 (Tramèr & Boneh's GroupNorm)
 BATCH = 1024
 VERSION = 1
@@ -25,8 +26,7 @@ VERSION = 1
 
 def scattering_shape(image_shape: tuple[int, int, int]) -> tuple[int, int, int]:
     c, h, w = image_shape
-    channels = c * (1 + J * ANGLES + ANGLES**2 * J * (J - 1) // 2)
-    return channels, h // 2**J, w // 2**J
+    return c * CHANNELS_PER_COLOUR, h // 2**J, w // 2**J
 
 
 def supports(image_shape: tuple[int, int, int] | None) -> bool:

@@ -44,6 +44,13 @@ class StackedClipper:
             layout = BookKeepingClipper(self.base)  # validates: trainable parameters only in Linear / Conv2d
         except UnsupportedModelError as exc:
             raise StackError(f"this model cannot be stacked: {exc}") from None
+        unstackable = [
+            f"{name!r} ({type(layer).__name__})"
+            for name, layer in zip(layout.layer_names, layout.layers, strict=True)
+            if rule_for(layer).stacked is None
+        ]
+        if unstackable:
+            raise StackError(f"this model cannot be stacked: layer(s) {', '.join(unstackable)} have no stacked rule")
         self.layers = layout.layers
         self.layer_names = layout.layer_names
         params, buffers = stack_module_state(list(models))

@@ -69,13 +69,20 @@ STACK_KEYS = (
 )
 
 
+# The models a stack holds: the stacked clipper has the rules of nn.Linear and nn.Conv2d only (not those of the
+# wide ResNet's GroupNorm and weight-standardized convolutions).
+STACKED_MODELS = ("logreg", "mlp", "cnn")
+
+
 def stack_key(spec: RunSpec) -> str | None:
     """Specs with equal keys can train as one stack; None: this spec never stacks (not DP-SGD with flat
-    clipping, or audited). DP-PCA runs stack too: members whose PCA releases differ (another seed or σ_p) each get
-    their own.
+    clipping, audited, or a model outside `STACKED_MODELS`). DP-PCA runs stack too: members whose PCA releases
+    differ (another seed or σ_p) each get their own.
     Only runs of one noise mode stack (a release-mode stack draws its lots from the OS too)."""
     if spec.algorithm != Algorithm.DPSGD or spec.clipping not in (None, "flat") or spec.audit is not None:
         return None  # an audited run trains alone: its canaries join its own lots only
+    if spec.model not in STACKED_MODELS:
+        return None
     shared = {key: getattr(spec, key) for key in STACK_KEYS}
     return json.dumps(shared, sort_keys=True, default=list)
 

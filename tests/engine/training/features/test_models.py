@@ -13,7 +13,7 @@ from engine.training.features.models import MODEL_DESCRIPTIONS, MODELS, build_mo
 
 
 def test_every_model_is_described():
-    assert MODELS == ("logreg", "mlp", "cnn")
+    assert MODELS == ("logreg", "mlp", "cnn", "wrn")
     assert set(MODEL_DESCRIPTIONS) == set(MODELS)
     assert all(MODEL_DESCRIPTIONS.values())
     assert "Tramèr & Boneh 2021" in MODEL_DESCRIPTIONS["cnn"]
@@ -67,5 +67,9 @@ def test_logreg_and_mlp():
 
 @pytest.mark.parametrize("name", MODELS)
 def test_no_model_mixes_examples(name):
-    model = build_model(name, n_features=784, n_classes=10, hidden=(16,), image_shape=(1, 28, 28))
-    assert not any("Norm" in type(m).__name__ for m in model.modules())
+    torch.manual_seed(0)
+    model = build_model(name, n_features=784, n_classes=10, hidden=(16,), image_shape=(1, 28, 28), wrn_width=1)
+    assert not any("BatchNorm" in type(m).__name__ for m in model.modules())
+    x = torch.rand(3, 784)
+    others_changed = torch.cat([x[:1], torch.rand(2, 784) * 3])
+    torch.testing.assert_close(model(x)[0], model(others_changed)[0])  # GroupNorm normalizes one example alone
