@@ -10,7 +10,7 @@ import pytest
 
 from bench import __main__ as bench_main
 from bench import table
-from bench.search import SearchRow, grid_spec
+from bench.search import SearchRow, grid_spec, search_cost
 from bench.table_rows import ADULT_ROW, ROWS, TableRow
 from engine.jobs.sweep import privacy_of_sweep
 from engine.privacy import panel
@@ -102,6 +102,12 @@ def test_a_searched_row_reports_the_engines_private_search_epsilon(trained):
         best = max(t["test_accuracy"] for t in search_run["trials"])
         assert search_run["test_accuracy"] == best and len(search_run["trials"]) >= 1
         assert all(t["epsilon"] < record["epsilon"] for t in search_run["trials"])
+
+
+def test_the_calibrations_search_cost_is_the_engines_private_search_epsilon():
+    search = SearchRow(name="x", base=DIGITS, grid={"lr": [1.0, 2.0]}, target_epsilon=2.0, mean=3.0, uncharged=None)
+    for sigma in (0.8, 2.5):
+        assert search_cost(search, sigma) == privacy_of_sweep(grid_spec(search, sigma)).search.epsilon
 
 
 def test_a_fixed_row_is_not_charged_and_reports_its_runs_epsilon(trained):
