@@ -34,7 +34,7 @@ from bench.table_rows import ROWS, TableRow
 from bench.utility import MAX_SPEC_EPOCHS, SLOW, Datasets, fill
 from engine.jobs.sweep import expand_sweep
 from engine.privacy import PrivacyError, panel
-from engine.training import Dataset, SpecError, dataset_info, parse_spec, plan_run, train
+from engine.training import Dataset, SpecError, TrainingPlan, dataset_info, parse_spec, plan_run, train
 
 GPU_TIME_CAP_S = 480.0  # the GPU variant starts no row after this (one H200 lease: ≤ 10 minutes in all)
 SEARCH_ACCOUNTANT = "RDP of releasing the best of K trials (Papernot & Steinke 2022), each trial's whole ledger"
@@ -53,6 +53,7 @@ class Planned:
     charged: dict[str, Any]
     settings: dict[str, Any] = field(default_factory=dict)
     search: SearchRow | None = None
+    plan: TrainingPlan | None = None  # a fixed row's plan (no plan depends on the seed): each seed trains it
 
 
 def run(
@@ -128,6 +129,7 @@ def plan_row(row: TableRow, *, n_train: int, quick: bool) -> Planned:
         accountant=accountant,
         charged={"charged": NOT_NEEDED, "search_included": False},
         settings=settings,
+        plan=plan,
     )
 
 
@@ -153,7 +155,8 @@ def train_row(row: TableRow, planned: Planned, data: Dataset, dirs: list) -> tup
             )
             epsilons.append(planned.epsilon)
         else:
-            result = train(parse_spec({**planned.spec, "seed": seed}), data_dirs=dirs, dataset=data)
+            spec = parse_spec({**planned.spec, "seed": seed})
+            result = train(spec, data_dirs=dirs, dataset=data, plan=planned.plan)
             accuracies.append(result.test_accuracy)
             per_seed.append({"seed": seed, "test_accuracy": result.test_accuracy, "epsilon": result.epsilon})
             per_seed[-1] |= {"accountant": result.accountant, "seconds": result.seconds}
