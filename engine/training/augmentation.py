@@ -13,7 +13,7 @@ random transforms, none is the original image (as De et al.; the identity is onl
 
 The draws come from the run's "augmentation" stream (`engine.training.noise`): public randomness, but seeded from
 the spec in the lab mode so the run repeats exactly. One call draws every copy's offsets and flip at once and
-gathers the crops by advanced indexing: no loop over examples.
+gathers the crops from the padded batch's windows (`unfold`, a view) by advanced indexing: no loop over examples.
 """
 
 import torch
@@ -57,17 +57,13 @@ class Augmentation:
         copies = n * k
         top = torch.randint(0, 2 * pad + 1, (copies,), generator=generator, device=x.device)
         left = torch.randint(0, 2 * pad + 1, (copies,), generator=generator, device=x.device)
-        rows = top[:, None] + torch.arange(height, device=x.device)  # (n·K, H) rows of the padded image
-        cols = left[:, None] + torch.arange(width, device=x.device)  # (n·K, W)
-        if self.flip:
-            flipped = torch.rand(copies, generator=generator, device=x.device) < 0.5
-            cols = torch.where(flipped[:, None], cols.flip(1), cols)
-        padded = F.pad(x.view(n, channels, height, width), (pad, pad, pad, pad), mode="reflect")
+        flipped = torch.rand(copies, generator=generator, device=x.device) < 0.5 if self.flip else None
+        padded = F.pad(x.reshape(n, channels, height, width), (pad, pad, pad, pad), mode="reflect")
+        windows = padded.unfold(2, height, 1).unfold(3, width, 1)  # a view: (n, C, 2p+1, 2p+1, H, W)
         example = torch.arange(n, device=x.device).repeat_interleave(k)
-        channel = torch.arange(channels, device=x.device)
-        crops = padded[
-            example[:, None, None, None], channel[None, :, None, None], rows[:, None, :, None], cols[:, None, None, :]
-        ]
+        crops = windows.permute(0, 2, 3, 1, 4, 5)[example, top, left]  # (n·K, C, H, W), one copy each
+        if flipped is not None:
+            crops[flipped] = crops[flipped].flip(-1)
         return crops.reshape(copies, channels * height * width)
 
 
