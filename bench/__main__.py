@@ -1,7 +1,8 @@
 """`python -m bench [--quick] [--json PATH] [--records DIR] [--threads N] [--suite NAME ...]`: run the suites, print a
 markdown table, write JSON. The `opacus` and `memory` suites need the benchmark-only Opacus (`make bench` installs it).
-Without `--suite`, every suite but the research figures `aniso` (about 13 minutes), `audit`, `search` and `table`
-(name them). `--records DIR` writes each row of the `table` suite to DIR/<row>.json."""
+Without `--suite`, every suite but the research figures `aniso` (about 13 minutes), `audit` and `search` (name them).
+The `utility` suite ends with the reproduced table, which `table` runs alone; `--records DIR` writes each of its rows
+to DIR/<row>.json."""
 
 import argparse
 import json
@@ -41,7 +42,7 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "memory": _needs_opacus("memory"),
     "sweep": sweep.run,
     "accounting": accounting.run,
-    "utility": utility.run,
+    "utility": lambda quick: utility.run(quick) + table.run(quick),
     "jobs": jobs.run,
     "archive": archive.run,
     "dashboard": dashboard.run,
@@ -51,7 +52,7 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "search": search.run,
     "table": table.run,
 }
-BY_NAME_ONLY = ("aniso", "audit", "search", "table")
+BY_NAME_ONLY = ("aniso", "audit", "search", "table")  # the utility suite ends with the table
 
 
 def device_line() -> str:

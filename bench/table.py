@@ -10,7 +10,8 @@ setting tunes nothing and says so ("charged: not needed").
 
 Rows marked slow (hours on a CPU) are not trained unless DPLAB_BENCH_SLOW=1: their record states the ε and the
 settings they would train and that they await a GPU. `--quick` runs the Adult row only, with a smaller search.
-The GPU variant (`run(gpu=True)`, the `table` step of `python -m bench.gpu_check`) trains the rows marked for it,
+`DPLAB_TABLE_ROWS=name,name` runs only the rows named, slow ones included. The GPU variant (`run(gpu=True)`, the
+`table` step of `python -m bench.gpu_check`) trains the rows marked for it,
 in order, and records any left when its time cap passes as not run. `python -m bench --records DIR` writes each
 row's record to DIR/<row>.json.
 """
@@ -56,6 +57,9 @@ class Planned:
     plan: TrainingPlan | None = None  # a fixed row's plan (no plan depends on the seed): each seed trains it
 
 
+ROWS_VARIABLE = "DPLAB_TABLE_ROWS"  # comma-separated row names: run only these, slow or not
+
+
 def run(
     quick: bool = False, *, rows: Sequence[TableRow] | None = None, gpu: bool = False, time_cap_s: float | None = None
 ) -> list[dict]:
@@ -65,7 +69,7 @@ def run(
     for row in select(ROWS if rows is None else rows, quick=quick, gpu=gpu):
         if time_cap_s is not None and time.perf_counter() - started > time_cap_s:
             records.append(untrained_record(row, quick=quick, gpu=gpu, reason="not run: past the GPU step's time cap"))
-        elif gpu or SLOW or not row.slow:
+        elif gpu or SLOW or not row.slow or os.environ.get(ROWS_VARIABLE):
             records.append(trained_record(row, datasets, quick=quick, gpu=gpu))
         else:
             records.append(untrained_record(row, quick=quick, gpu=gpu, reason=AWAITS_GPU))
@@ -74,6 +78,12 @@ def run(
 
 
 def select(rows: Sequence[TableRow], *, quick: bool, gpu: bool) -> list[TableRow]:
+    """The rows to run: those named in `DPLAB_TABLE_ROWS` (comma-separated names; trained even when slow), else the
+    GPU variant's in order, else all (`quick`: the quick ones)."""
+    if named := [n.strip() for n in os.environ.get(ROWS_VARIABLE, "").split(",") if n.strip()]:
+        if unknown := sorted(set(named) - {r.name for r in rows}):
+            raise SystemExit(f"error: {ROWS_VARIABLE}: no row named {', '.join(unknown)}")
+        return [r for r in rows if r.name in named]
     if gpu:
         return sorted((r for r in rows if r.gpu_order is not None), key=lambda r: r.gpu_order)
     return [r for r in rows if r.quick or not quick]
