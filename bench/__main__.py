@@ -1,11 +1,12 @@
-"""`python -m bench [--quick] [--json PATH] [--threads N] [--suite NAME ...]`: run the suites, print a markdown
-table, write JSON. The `opacus` and `memory` suites need the benchmark-only Opacus (`make bench` installs it).
-Without `--suite`, every suite but the research figures `aniso` (about 13 minutes), `audit` and `search` (name them)."""
+"""`python -m bench [--quick] [--json PATH] [--records DIR] [--threads N] [--suite NAME ...]`: run the suites, print a
+markdown table, write JSON. The `opacus` and `memory` suites need the benchmark-only Opacus (`make bench` installs it).
+Without `--suite`, every suite but the research figures `aniso` (about 13 minutes), `audit` and `search` (name them).
+The `utility` suite ends with the reproduced table, which `table` runs alone; `--records DIR` writes each of its rows
+to DIR/<row>.json."""
 
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-from bench import accounting, aniso, archive, audit, dashboard, jobs, noise, search, sweep, throughput, utility
+from bench import accounting, aniso, archive, audit, dashboard, jobs, noise, search, sweep, table, throughput, utility
+from bench.hardware import cpu_model
 from engine.training import pick_device
 
 
@@ -40,7 +42,7 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "memory": _needs_opacus("memory"),
     "sweep": sweep.run,
     "accounting": accounting.run,
-    "utility": utility.run,
+    "utility": lambda quick: utility.run(quick) + table.run(quick),
     "jobs": jobs.run,
     "archive": archive.run,
     "dashboard": dashboard.run,
@@ -48,18 +50,9 @@ SUITES: dict[str, Callable[[bool], list[dict]]] = {
     "noise": noise.run,
     "audit": audit.run,
     "search": search.run,
+    "table": table.run,
 }
-BY_NAME_ONLY = ("aniso", "audit", "search")
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+BY_NAME_ONLY = ("aniso", "audit", "search", "table")  # the utility suite ends with the table
 
 
 def device_line() -> str:
@@ -67,7 +60,7 @@ def device_line() -> str:
     parts = [f"device: {device}"]
     if device.type == "cuda":
         parts.append(f"GPU: {torch.cuda.get_device_name(device)}")
-    parts += [f"CPU: {_cpu_model()}", f"torch {torch.__version__}", f"threads: {torch.get_num_threads()}"]
+    parts += [f"CPU: {cpu_model()}", f"torch {torch.__version__}", f"threads: {torch.get_num_threads()}"]
     return " | ".join(parts)
 
 
@@ -95,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="batch 256 only, fewer and shorter repetitions")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the figures as a JSON list of records")
+    parser.add_argument("--records", type=Path, metavar="DIR", help="write each table row's record to DIR/<row>.json")
     parser.add_argument("--threads", type=int, metavar="N", help="torch intra-op threads (default: torch's own choice)")
     parser.add_argument("--suite", action="append", choices=list(SUITES), help="run only this suite (repeatable)")
     args = parser.parse_args(argv)
@@ -117,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(records, indent=2) + "\n")
         print(f"\nwrote {len(records)} records to {args.json}", file=sys.stderr)
+    if args.records is not None:
+        written = table.write_records(records, args.records)
+        print(f"wrote {len(written)} row records to {args.records}", file=sys.stderr)
     return 0
 
 

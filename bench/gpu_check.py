@@ -19,6 +19,10 @@ Figures: the `throughput` suite (graphed and eager against non-private), the `op
 step against every Opacus mode) and the `sweep` suite's stack of 8 against one run (each graphed and eager), with
 blocks and repetitions cut to fit the lease (`GPU_TIMING`, `GPU_OPACUS`, `GPU_SWEEP`). Records go to
 `DIR/gpu.json` after every section, so a cut-off run still returns what it measured.
+
+Last, the reproduced table's GPU variant (`table`: `bench.table.run(gpu=True)`, its rows in order until
+`bench.table.GPU_TIME_CAP_S`, 8 minutes, has passed; each row's record also in `DIR/table/<row>.json`). It is the
+longest step: `--skip table` leaves it out, `--only table` runs it alone.
 """
 
 import argparse
@@ -33,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from bench import audit, opacus_compare, sweep, throughput
+from bench import audit, opacus_compare, sweep, table, throughput
 from bench.timing import Timing
 from engine.jobs.settings import default_data_dirs
 from engine.training import StackMember, load_dataset, parse_spec, plan_run, plan_spec, train, train_stack
@@ -226,10 +230,18 @@ def privacy_checks(device: torch.device) -> list[dict]:
     return records
 
 
+def table_step(out: Path) -> list[dict]:
+    """The reproduced table's GPU rows, within its time cap, each row's record also written to `out/table/`."""
+    records = table.run(gpu=True, time_cap_s=table.GPU_TIME_CAP_S)
+    table.write_records(records, out / "table")
+    return records
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("."), help="folder for gpu.json")
     parser.add_argument("--skip", action="append", default=[], help="a section to leave out (repeatable)")
+    parser.add_argument("--only", action="append", default=[], help="run only this section (repeatable)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device: nothing to check", file=sys.stderr)
@@ -245,10 +257,11 @@ def main(argv: list[str] | None = None) -> int:
         ("throughput", lambda: throughput.run(timing=GPU_TIMING)),
         ("sweep", lambda: sweep.run(False, settings=GPU_SWEEP)),
         ("opacus", lambda: opacus_compare.run(device=device, settings=GPU_OPACUS)),
+        ("table", lambda: table_step(args.out)),
     ]
     records: list[dict] = []
     for name, section in sections:
-        if name in args.skip:
+        if name in args.skip or (args.only and name not in args.only):
             continue
         started = time.perf_counter()
         try:

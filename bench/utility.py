@@ -38,7 +38,7 @@ from bench.utility_runs import (
     Run,
 )
 from engine.jobs.settings import default_data_dirs
-from engine.privacy import SIGMA_MAX, UnreachableTargetError, max_steps, panel
+from engine.privacy import SIGMA_MAX, UnreachableTargetError, fill_steps, panel
 from engine.training import (
     Dataset,
     DatasetError,
@@ -60,7 +60,6 @@ SECTIONS: list[tuple[str, list[Run]]] = [
     ("Opacus MNIST example", OPACUS),
 ]
 BASELINE_DATASETS = ("adult", "mnist", "fashion-mnist")  # scikit-learn's non-private logistic regression
-BUDGET_ACCOUNTANTS = ("pld", "rdp")  # a budget is filled by whichever allows more steps
 MAX_SPEC_EPOCHS = 1000  # the spec's upper bound: how far a budget is searched
 SLOW = os.environ.get("DPLAB_BENCH_SLOW") == "1"  # also train the runs marked slow, and lift time caps (hours on a CPU)
 
@@ -168,21 +167,13 @@ def resolve(item: Run, *, n_train: int, quick: bool) -> tuple[dict, TrainingPlan
 
 def fill(spec: dict, *, target_epsilon: float, max_epochs: float, n_train: int) -> tuple[dict, TrainingPlan, Budget]:
     """Epochs for a fixed-σ spec: the largest step count with ε ≤ target by the PLD or RDP accountant
-    (whichever allows more), capped at `max_epochs`."""
+    (whichever allows more: the engine's `fill_steps`, the rule of a `fill_budget` run), capped at `max_epochs`."""
     ceiling = plan_run(parse_spec({**spec, "epochs": MAX_SPEC_EPOCHS}), n_train=n_train)
-    steps = {
-        name: max_steps(
-            ceiling.ledger,
-            target_epsilon=target_epsilon,
-            delta=ceiling.delta,
-            accountant_name=name,
-            limit=ceiling.steps,
-        )
-        for name in BUDGET_ACCOUNTANTS
-    }
-    accountant = max(steps, key=steps.get)
+    within, accountant = fill_steps(
+        ceiling.ledger, target_epsilon=target_epsilon, delta=ceiling.delta, limit=ceiling.steps
+    )
     cap = plan_run(parse_spec({**spec, "epochs": max_epochs}), n_train=n_train).steps
-    trained = min(steps[accountant], cap)
+    trained = min(within, cap)
     epochs = trained * ceiling.lot_size / n_train
     filled = {**spec, "epochs": epochs}
     plan = plan_run(parse_spec(filled), n_train=n_train)
@@ -190,9 +181,9 @@ def fill(spec: dict, *, target_epsilon: float, max_epochs: float, n_train: int) 
         raise AssertionError(f"{epochs} epochs plan {plan.steps} steps, not {trained}")
     budget = Budget(
         epochs=epochs,
-        epochs_within_budget=steps[accountant] * ceiling.lot_size / n_train,
+        epochs_within_budget=within * ceiling.lot_size / n_train,
         accountant=accountant,
-        capped=steps[accountant] > cap,
+        capped=within > cap,
     )
     return filled, plan, budget
 

@@ -6,8 +6,9 @@ page, a table or `python -m engine runs`.
 - spec: `dataset`, `model` and `algorithm` are strings; every other key this engine knows has its
   type (numbers finite, integers whole, `hidden` a list of integers, schedules and `schema` objects);
   keys this engine does not know (a newer engine's) are kept and shown as they are;
-- plan: numbers, but `algorithm` (a string), `noise_phases` (a list of [σ factor, steps]) and, for a run that
-  restarted, `earlier_attempts` (the steps each earlier attempt released) and `earlier_noise`;
+- plan: numbers, but `algorithm` (a string), `calibrated_by` and `steps_filled_by` (an accountant's name),
+  `noise_phases` (a list of [σ factor, steps]) and, for a run that restarted, `earlier_attempts` (the steps each
+  earlier attempt released) and `earlier_noise`;
 - result (finished runs; cancelled and failed runs have one or none): every field of `TrainResult`
   but the private `seconds` (a default export leaves it out: `engine.jobs.disclosure`), each with its
   declared type (`epsilon` and the `epsilons` may be +∞: no finite bound), `test_accuracy` in [0, 1];
@@ -123,7 +124,7 @@ def check_plan(plan: Mapping[str, Any]) -> None:
         expected = "a number"
         if key == "algorithm":
             ok, expected = isinstance(value, str), "a string"
-        elif key == "calibrated_by":
+        elif key in ("calibrated_by", "steps_filled_by"):
             ok, expected = value in CALIBRATION_ACCOUNTANTS, f"one of {', '.join(CALIBRATION_ACCOUNTANTS)}"
         elif key == "noise_phases":
             ok = isinstance(value, list) and all(isinstance(p, list) and all(_finite(x) for x in p) for p in value)

@@ -10,7 +10,8 @@ A grid spec is a JSON object:
 `grid` holds one or two spec keys, each with a list of values; `seeds` (default: the base spec's
 seed) repeats every grid point. Every point is validated as a run spec before anything is queued,
 and a point's error names the point. Setting `noise_multiplier` or `target_epsilon` in the grid
-replaces the other in the base (they are alternatives). Points answered by the result cache (or
+replaces the other in the base (they are alternatives), unless the base fills its budget (`fill_budget`: σ and
+the target ε both apply). Points answered by the result cache (or
 already queued) join the sweep without training again, unless `force`.
 
 `search` (instead of `seeds`) makes it a private search (`engine.jobs.search`): a random number of trials,
@@ -121,7 +122,8 @@ def grid_configurations(raw: Any) -> list[SweepPoint]:
         values = dict(zip(grid, combo, strict=True))
         spec = dict(base)
         for key in grid:
-            spec.pop(ALTERNATIVES.get(key, ""), None)
+            if base.get("fill_budget") is not True:  # a filled budget takes both: σ kept, the steps up to ε
+                spec.pop(ALTERNATIVES.get(key, ""), None)
         spec.update(values)
         points.append(SweepPoint(values=values, spec=spec))
     return points

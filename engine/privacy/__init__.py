@@ -21,6 +21,7 @@ from engine.privacy.calibration import (
     SIGMA_MIN,
     calibrate_noise_multiplier,
     calibrate_sigma,
+    fill_steps,
     final_epsilon,
     max_steps,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "dpsgd_step_event",
     "epsilon_text",
     "exponential_mechanism_event",
+    "fill_steps",
     "final_epsilon",
     "gaussian_event",
     "is_unbounded",

@@ -17,7 +17,9 @@ Two modes (the spec's `noise`):
   (Holohan & Braghin 2021, §5.1 with n = 2: (z₁ + z₂ + z₃ + z₄)/2 of four N(0, σ²) draws, after throwing one
   draw away), which defeats the floating-point attacks on a single naive Gaussian sample.
 
-Model initialization is public (`torch.manual_seed(spec.seed)`) and is not drawn here.
+Model initialization is public (`torch.manual_seed(spec.seed)`) and is not drawn here. The random crops and
+flips of augmentation multiplicity (`engine.training.augmentation`) are public too, but are drawn from a stream
+here ("augmentation") so that a lab-mode run repeats them exactly.
 """
 
 import functools
@@ -34,7 +36,7 @@ from engine.training.config.keys import NOISE_MODES
 from engine.training.config.spec import RunSpec
 
 REPRODUCIBLE, RELEASE = NOISE_MODES
-PURPOSES = ("sampling", "noise", "pca", "count", "shuffle")
+PURPOSES = ("sampling", "noise", "pca", "count", "shuffle", "augmentation")
 ON_HOST = frozenset({"pca", "count"})  # DP-PCA and the noisy count draw on the CPU (small, once per run)
 PCA_RELEASE_KEYS = ("dataset", "schema", "data_sha256", "features", "pca_dims", "pca_noise", "seed")
 DOMAIN = b"dplab noise stream v1"

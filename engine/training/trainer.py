@@ -4,6 +4,10 @@ record per step.
 The ε of every record comes from the RDP accountant applied to the ledger of the steps actually
 taken so far (the plan's ledger, truncated), so a stopped run reports the ε it really spent. The
 final result reports the tightest valid ε of every accountant that applies.
+
+With `ema_decay` the model evaluated (every test accuracy and loss) and released is the moving average of the
+iterates (`averaging`: post-processing, no ε); with `augmentation_multiplicity` DP-SGD's lots are augmented
+(`augmentation`: public transforms, the same ledger).
 """
 
 import functools
@@ -21,21 +25,22 @@ from engine.privacy import Panel, PrivacyLedger, panel, privacy_statement, rdp_c
 from engine.training.algorithms.aniso import DEFAULT_MAX_RATIO, DEFAULT_SMOOTHING, AnisoDPSGD, aniso_dpsgd_step
 from engine.training.algorithms.dpsgd import StepStats, dpsgd_step, noise_std
 from engine.training.algorithms.learners.training import train_learner
-from engine.training.algorithms.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step, with_constant_feature
+from engine.training.algorithms.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step
 from engine.training.algorithms.nonprivate import ShuffledBatches, nonprivate_step
 from engine.training.algorithms.optimizers import OptimizerName, make_optimizer, set_learning_rate
 from engine.training.algorithms.step_graph import step_graph_for
+from engine.training.augmentation import spec_augmentation
+from engine.training.averaging import iterate_average
 from engine.training.canaries import GradientCanaries, InputCanaries, audited, make_canaries
 from engine.training.clipping import make_clipper
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan, plan_run
 from engine.training.config.reach import model_options
 from engine.training.config.spec import RunSpec
-from engine.training.datasets import Dataset, load_dataset
-from engine.training.features import scatternet
+from engine.training.datasets import Dataset
 from engine.training.features.models import build_model
-from engine.training.features.pca import normalize_rows, pca_projection, project
-from engine.training.noise import RandomSource, noise_mode, random_streams
+from engine.training.inputs import features, input_arrays, load_spec_dataset
+from engine.training.noise import noise_mode, random_streams
 from engine.training.noise_ahead import NoiseAhead
 
 EVALUATIONS_PER_RUN = 100
@@ -54,8 +59,8 @@ class StepRecord:
     grad_norm_p10: float | None = None  # private: quantiles of the lot's per-example gradient norms before clipping
     grad_norm_p50: float | None = None
     grad_norm_p90: float | None = None
-    train_accuracy: float | None = None  # private: accuracy on the lot, from the logits the step computed
-    test_accuracy: float | None = None
+    train_accuracy: float | None = None  # private: accuracy on the lot, from the logits the step computed (the iterate)
+    test_accuracy: float | None = None  # of the released model: the iterates' moving average with ema_decay
     test_loss: float | None = None
     elapsed_s: float | None = None  # wall time since the first step began
     regret: float | None = None  # private: online learners' loss minus the best expert's, after `step` rounds
@@ -107,35 +112,6 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 81
             loss += float(F.cross_entropy(logits, y[start : start + batch], reduction="sum"))
             correct += float((logits.argmax(dim=1) == y[start : start + batch]).sum())
     return correct / len(x), loss / len(x)
-
-
-def load_spec_dataset(spec: RunSpec, data_dirs: Sequence[Path]) -> Dataset:
-    return load_dataset(spec.dataset, data_dirs, schema=spec.schema)  # a CSV schema is validated there
-
-
-def input_arrays(spec: RunSpec, data: Dataset, *, cache_dir: Path | None, device) -> tuple[np.ndarray, np.ndarray]:
-    """Pixels, or fixed ScatterNet features of them (data-independent, per example: no privacy cost)."""
-    if spec.features != "scatternet":
-        return data.x_train, data.x_test
-    return tuple(
-        scatternet.cached_scatter(x, data.image_shape, key=f"{data.name}|{split}", cache_dir=cache_dir, device=device)
-        for split, x in (("train", data.x_train), ("test", data.x_test))
-    )
-
-
-def features(
-    spec: RunSpec, plan: TrainingPlan, x_train: torch.Tensor, x_test: torch.Tensor, generator: RandomSource
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The inputs the model sees: as loaded, or (with pca_dims) projected by
-    (DP-)PCA fitted on the training inputs (private: charged up front by the plan's ledger); noisy GD
-    appends the constant feature 1 that carries its intercept."""
-    if spec.pca_dims is not None:
-        noise = plan.pca_noise if plan.private else None
-        projection = pca_projection(normalize_rows(x_train), spec.pca_dims, noise_multiplier=noise, generator=generator)
-        x_train, x_test = project(x_train, projection), project(x_test, projection)
-    if spec.algorithm == Algorithm.NOISY_GD:
-        x_train, x_test = with_constant_feature(x_train), with_constant_feature(x_test)
-    return x_train, x_test
 
 
 def train(
@@ -200,17 +176,24 @@ def train(
     if isinstance(canaries, InputCanaries):  # those that are in are examples like any other
         x_train, y_train = canaries.training_set(x_train, y_train)
     gradient_canaries = canaries if isinstance(canaries, GradientCanaries) else None
-    step_once = make_step(spec, plan, model, optimizer, x_train, y_train, streams, canaries=gradient_canaries)
+    augmentation = spec_augmentation(spec, data.image_shape, streams)
+    step_once = make_step(
+        spec, plan, model, optimizer, x_train, y_train, streams, canaries=gradient_canaries, augmentation=augmentation
+    )
+    average = iterate_average(model, spec.ema_decay)  # None when off: the plain run
+    released = model if average is None else average.model
     eval_every = max(1, plan.steps // EVALUATIONS_PER_RUN)
     emit = on_step or (lambda record: None)
 
-    accuracy, loss = evaluate(model, x_test, y_test)
+    accuracy, loss = evaluate(released, x_test, y_test)
     emit(StepRecord(step=0, epoch=0.0, epsilon=epsilon_after(0), test_accuracy=accuracy, test_loss=loss))
     steps_done = 0
     loop_started = time.perf_counter()
     for step in range(1, plan.steps + 1):
         set_learning_rate(optimizer, spec.lr * spec.lr_schedule.factor_at(plan.epoch_of(step - 1)))
         stats = step_once(step)
+        if average is not None:
+            average.update()
         steps_done = step
         stop = bool(should_stop and should_stop())
         record = dict(
@@ -227,7 +210,7 @@ def train(
             elapsed_s=time.perf_counter() - loop_started,
         )
         if step % eval_every == 0 or step == plan.steps or stop:
-            accuracy, loss = evaluate(model, x_test, y_test)
+            accuracy, loss = evaluate(released, x_test, y_test)
             record.update(test_accuracy=accuracy, test_loss=loss)
         emit(StepRecord(**record))
         if stop:
@@ -252,9 +235,10 @@ def build_run_model(spec: RunSpec, *, n_features: int, n_classes: int, image_sha
 
 
 def make_step(
-    spec: RunSpec, plan: TrainingPlan, model: nn.Module, optimizer, x, y, streams, *, canaries=None
+    spec: RunSpec, plan: TrainingPlan, model: nn.Module, optimizer, x, y, streams, *, canaries=None, augmentation=None
 ) -> Callable[[int], StepStats]:
-    """The algorithm's step as a function of the (1-based) step number (DP-SGD's with its audit's `canaries`)."""
+    """The algorithm's step as a function of the (1-based) step number (DP-SGD's with its audit's `canaries` and
+    its `augmentation`, if any: then each lot runs eagerly, and a run without one calls the step as before)."""
     algorithm = Algorithm(spec.algorithm)
     if algorithm is Algorithm.NONPRIVATE:
         batches = ShuffledBatches(len(x), plan.lot_size, streams["shuffle"].generator(), x.device)
@@ -297,7 +281,7 @@ def make_step(
         )
     ahead = drawn_ahead(clipper, plan, streams)
     graph = None
-    if canaries is None:  # an audited step inserts canaries between clipping and noise: it runs eagerly
+    if canaries is None and augmentation is None:  # audited, augmented: canaries, copies between the stages
         graph = step_graph_for(
             clipper,
             x,
@@ -320,6 +304,7 @@ def make_step(
         canaries=canaries,
         noise_ahead=ahead,
         step_graph=graph,
+        **({} if augmentation is None else {"augmentation": augmentation}),
     )
 
 

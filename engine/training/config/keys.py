@@ -9,6 +9,9 @@ Which keys apply (`KEYS_BY_ALGORITHM`):
   clipping, noise_schedule, clip_schedule, pca_noise (with pca_dims), noise ("reproducible" lab mode or
   "release": `engine.training.noise`; the textbook learners take the lab mode only);
 - dpsgd and nonprivate: lot_size; noisy_gd: count_epsilon;
+- dpsgd: augmentation_multiplicity (K copies per example, De et al. 2022; image datasets with pixel features),
+  fill_budget (σ given, the steps filled up to target_epsilon: then both are given, and epochs is the bound);
+- dpsgd, aniso_dpsgd, noisy_gd, nonprivate: ema_decay (the released model is the iterates' moving average);
 - aniso_dpsgd (seed 002): DP-SGD's keys without clipping, plus aniso_granularity, aniso_smoothing,
   aniso_max_ratio;
 - the textbook learners of seed 004 (expmech_stumps, sq_laplace, rwm_online, rwm_linear): dataset
@@ -76,7 +79,12 @@ RANGES: dict[str, NumberRange] = {
     "aniso_max_ratio": NumberRange(low=1.0, high=1000.0),
     "wrn_depth": NumberRange(low=10, high=40, integer=True),  # and 6n + 4 (`wide_resnet.depth_problem`)
     "wrn_width": NumberRange(low=1, high=10, integer=True),
+    "augmentation_multiplicity": NumberRange(low=1, high=64, integer=True),
+    "ema_decay": NumberRange(low=0.0, high=1.0, high_open=True),
 }
+# Keys whose default switches their feature off: the canonical spec leaves them out at that value, so a spec
+# written before they existed keeps its canonical form, its cache key and its noise streams.
+OFF_DEFAULTS = {"augmentation_multiplicity": 1, "ema_decay": 0.0, "fill_budget": False}
 HIDDEN_WIDTH = NumberRange(low=1, high=8192, integer=True)
 MAX_HIDDEN_LAYERS = 4
 DEFAULT_HIDDEN = (128,)
@@ -120,10 +128,24 @@ CALIBRATION_ACCOUNTANTS = ("rdp", "pld")
 ANISO_KEYS = ("aniso_granularity", "aniso_smoothing", "aniso_max_ratio")
 LEARNER_KEYS = ("dataset", "model", "algorithm", "seed", "delta", "target_epsilon", "schema", "data_sha256")
 KEYS_BY_ALGORITHM = {
-    Algorithm.DPSGD: (*COMMON_KEYS, *PRIVATE_KEYS, "lot_size", "audit"),
-    Algorithm.NOISY_GD: (*COMMON_KEYS, *PRIVATE_KEYS, "count_epsilon"),
-    Algorithm.NONPRIVATE: (*COMMON_KEYS, "lot_size"),
-    Algorithm.ANISO_DPSGD: (*COMMON_KEYS, *(k for k in PRIVATE_KEYS if k != "clipping"), "lot_size", *ANISO_KEYS),
+    Algorithm.DPSGD: (
+        *COMMON_KEYS,
+        *PRIVATE_KEYS,
+        "lot_size",
+        "audit",
+        "augmentation_multiplicity",
+        "ema_decay",
+        "fill_budget",
+    ),
+    Algorithm.NOISY_GD: (*COMMON_KEYS, *PRIVATE_KEYS, "count_epsilon", "ema_decay"),
+    Algorithm.NONPRIVATE: (*COMMON_KEYS, "lot_size", "ema_decay"),
+    Algorithm.ANISO_DPSGD: (
+        *COMMON_KEYS,
+        *(k for k in PRIVATE_KEYS if k != "clipping"),
+        "lot_size",
+        *ANISO_KEYS,
+        "ema_decay",
+    ),
     Algorithm.EXPMECH_STUMPS: (*LEARNER_KEYS, "thresholds"),
     Algorithm.SQ_LAPLACE: (*LEARNER_KEYS, "epochs", "lr"),
     Algorithm.RWM_ONLINE: (*LEARNER_KEYS, "rounds", "thresholds"),

@@ -11,6 +11,10 @@ releases:
 - nonprivate: shuffled batches of L, no ledger.
 
 DP-PCA (seed 003) adds one up-front Gaussian release of the covariance of L2-normalized inputs.
+
+A dpsgd spec with `fill_budget` keeps σ = noise_multiplier and trains the most steps whose ε stays within
+target_epsilon by RDP or PLD, whichever allows more (`engine.privacy.fill_steps`), at most the steps of its
+`epochs`; the plan records which accountant filled them (`filled_by`, summary `steps_filled_by`).
 """
 
 from collections.abc import Callable
@@ -23,9 +27,11 @@ from engine.privacy import (
     Panel,
     PrivacyLedger,
     Release,
+    UnreachableTargetError,
     calibrate_sigma,
     dp_pca_event,
     dpsgd_step_event,
+    fill_steps,
     gaussian_event,
     laplace_event,
 )
@@ -47,6 +53,8 @@ class TrainingPlan:
     delta: float | None = None
     noise_multiplier: float | None = None  # base σ: noise std is σ·C
     calibrated_by: str | None = None  # the accountant σ was calibrated by for a target ε; None: σ was given
+    filled_by: str | None = None  # fill_budget: the accountant whose ε let the most steps fit the target
+    steps_cap: int | None = None  # fill_budget: the steps of the spec's epochs, the most it may fill
     clip_norm: float | None = None  # base C
     noise_phases: tuple[tuple[float, int], ...] = ()  # (σ multiplier, number of steps), in order
     clipping: str | None = None  # flat | per_layer (dpsgd), gradient | input (noisy_gd)
@@ -210,6 +218,9 @@ class TrainingPlan:
             "pca_dims": self.pca_dims,
             "pca_noise": self.pca_noise,
             "calibrated_by": self.calibrated_by,
+            "steps_filled_by": self.filled_by,
+            "filled_epochs": None if self.filled_by is None else self.epoch_of(self.steps),
+            "steps_cap": self.steps_cap,
         }
         if len(self.noise_phases) > 1:
             out["noise_phases"] = [list(p) for p in self.noise_phases]
@@ -249,6 +260,8 @@ def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) ->
         pca_dims=spec.pca_dims,
         pca_noise=spec.pca_noise,
     )
+    if spec.fill_budget:
+        return filled_plan(base, target_epsilon=spec.target_epsilon, schedule=spec.noise_schedule)
     if spec.noise_multiplier is not None:
         return base
     by = spec.calibration_accountant or "rdp"
@@ -281,6 +294,29 @@ def plan_run(spec: RunSpec, *, n_train: int, sigma_hint: float | None = None) ->
         calibrated = f"σ calibrated by {by} for target_epsilon {spec.target_epsilon:g}"
         raise SpecError("noise_schedule", f"{problem} ({calibrated})")
     return replace(_with_sigma(base, sigma), calibrated_by=by)
+
+
+def filled_plan(base: TrainingPlan, *, target_epsilon: float, schedule: Schedule) -> TrainingPlan:
+    """`base` (σ given, its steps the cap) cut to the most steps whose ε(δ) by RDP or PLD is within the target."""
+    try:
+        steps, by = fill_steps(base.ledger, target_epsilon=target_epsilon, delta=base.delta, limit=base.steps)
+    except UnreachableTargetError:
+        raise UnreachableTargetError(
+            f"target_epsilon={target_epsilon:g} is unreachable with fill_budget: one step at noise_multiplier="
+            f"{base.noise_multiplier:g} already costs more by RDP and PLD; raise target_epsilon or noise_multiplier"
+        ) from None
+    phases = schedule.phases(steps, lambda t: (t - 1) * base.lot_size / base.n_train)
+    return replace(base, steps=steps, noise_phases=phases, filled_by=by, steps_cap=base.steps)
+
+
+def budget_fill_text(summary: dict[str, Any]) -> str | None:
+    """How a stored plan's steps were chosen, for a page or the command line ("epochs filled from the budget:
+    73.4 (PLD)"); None unless they were filled from a budget."""
+    if summary.get("steps_filled_by") is None:
+        return None
+    text = f"epochs filled from the budget: {summary['filled_epochs']:.1f} ({summary['steps_filled_by'].upper()})"
+    capped = summary.get("steps_cap") is not None and summary["steps"] >= summary["steps_cap"]
+    return f"{text}, capped by the spec's epochs" if capped else text
 
 
 def learner_plan(spec: RunSpec, *, n_train: int) -> TrainingPlan:

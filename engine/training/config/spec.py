@@ -1,16 +1,15 @@
 """The run spec: what a user asks the engine to train, validated field by field.
 
-A spec is a JSON object. Unknown keys, keys that do not apply to the chosen algorithm or model,
-missing keys, wrong types and out-of-range values raise `SpecError`, whose message names the key
-and the allowed range. Checks that need the dataset (lot size ≤ N, δ < 1/N, two classes for noisy
-GD, an image for the CNN) use public dataset facts, never the data itself.
+A spec is a JSON object. Unknown keys, keys that do not apply to the chosen algorithm or model, missing keys, wrong
+types and out-of-range values raise `SpecError`, whose message names the key and the allowed range. Checks that need
+the dataset (lot size ≤ N, δ < 1/N, two classes for noisy GD, an image for the CNN) use public dataset facts only.
 
 Which keys apply to which algorithm, their ranges and defaults are the tables of `keys`.
 
-The canonical form (`to_dict`) fills every default, so two specs that train the same thing have
-the same cache key. For a `csv:PATH` dataset it also records the file's SHA-256 (`data_sha256`):
-the run's identity includes the data it was trained on, and a file changed after submission is
-refused rather than silently trained on.
+The canonical form (`to_dict`) fills every default (leaving out switches at their off value, `keys.OFF_DEFAULTS`),
+so two specs that train the same thing have the same cache key. For a `csv:PATH` dataset it also records the file's
+SHA-256 (`data_sha256`): the run's identity includes the data it was trained on, and a file changed after
+submission is refused rather than silently trained on.
 """
 
 import hashlib
@@ -37,6 +36,7 @@ from engine.training.config.keys import (
     KEYS_BY_ALGORITHM,
     LEARNER_MODELS,
     NOISE_MODES,
+    OFF_DEFAULTS,
     RANGES,
     REQUIRED_BY_ALGORITHM,
     SCHEDULES,
@@ -45,6 +45,7 @@ from engine.training.config.keys import (
 from engine.training.config.model_keys import model_options, model_problem
 from engine.training.config.reach import canaries_problem, schedules_problem
 from engine.training.config.schedules import CONSTANT, Schedule, ScheduleError, ScheduleKind, parse_schedule
+from engine.training.config.sota_options import augmentation_problem, privacy_keys_problem
 from engine.training.config.text import bad_text
 from engine.training.datasets import (
     CSV_PREFIX,
@@ -115,17 +116,21 @@ class RunSpec:
     schema: dict | None = None  # csv:PATH datasets: the declared schema
     data_sha256: str | None = None  # csv:PATH datasets: the file the run is bound to
     audit: dict | None = None  # dpsgd: canaries for a one-run audit of ε (`config.audit`)
+    augmentation_multiplicity: int = 1  # dpsgd: K augmented copies per example (De et al. 2022); 1: off
+    ema_decay: float = 0.0  # β of the moving average of the iterates that is evaluated and released; 0: off
+    fill_budget: bool = False  # dpsgd: σ given, steps filled up to target_epsilon (epochs: their upper bound)
 
     @property
     def private(self) -> bool:
         return Algorithm(self.algorithm).private
 
     def to_dict(self) -> dict[str, Any]:
-        """The canonical JSON form: every default filled in, options that do not apply left out."""
+        """The canonical JSON form: every default filled in; options that do not apply and switches off left out."""
         out: dict[str, Any] = {}
         applies = KEYS_BY_ALGORITHM[Algorithm(self.algorithm)]
         for key, value in asdict(self).items():
-            if value is None or key not in applies or (key == "hidden" and self.model != "mlp"):
+            off = key in OFF_DEFAULTS and value == OFF_DEFAULTS[key]  # an older spec, without the key, keeps its form
+            if value is None or off or key not in applies or (key == "hidden" and self.model != "mlp"):
                 continue
             out[key] = list(value) if key == "hidden" else value
         for key in SCHEDULES:
@@ -165,8 +170,8 @@ def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
     for key in REQUIRED_BY_ALGORITHM[algorithm]:
         if key not in raw:
             raise SpecError(key, "missing required key")
-    if algorithm.private and ("target_epsilon" in raw) == ("noise_multiplier" in raw):
-        raise SpecError("target_epsilon", "give exactly one of target_epsilon and noise_multiplier")
+    if (problem := privacy_keys_problem(raw, private=algorithm.private)) is not None:
+        raise SpecError(*problem)
 
     values: dict[str, Any] = {k: checked_number(k, raw[k], rng) for k, rng in RANGES.items() if k in raw}
     info, csv_fields = _dataset(raw)
@@ -176,8 +181,9 @@ def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
     values |= _model_options(raw, model, info)
     values |= _privacy_options(raw, algorithm, values, info)
     values |= _training_options(raw, algorithm, values, info, model)
+    values["fill_budget"] = raw.get("fill_budget", False)  # a bool: `privacy_keys_problem` checked it
     spec = RunSpec(dataset=info.name, model=model, algorithm=algorithm.value, **csv_fields, **values)
-    for problem in (schedules_problem(spec, info), canaries_problem(spec, info)):
+    for problem in (augmentation_problem(spec, info), schedules_problem(spec, info), canaries_problem(spec, info)):
         if problem is not None:
             raise SpecError(*problem)
     return spec
@@ -206,12 +212,7 @@ def _learner_spec(
     _choice("model", raw.get("model", model), (model,))
     if info.n_classes != 2:
         raise SpecError("dataset", f"{algorithm.value} learns two classes; {info.name} has {info.n_classes} classes")
-    if values["delta"] >= 1.0 / info.n_train:
-        raise SpecError(
-            "delta",
-            f"must be < 1/N = {1.0 / info.n_train:.3g} for {info.name} (N={info.n_train}); "
-            f"δ ≥ 1/N allows releasing a whole record, got {values['delta']:g}",
-        )
+    _check_delta(values["delta"], info)
     out: dict[str, Any] = {"epochs": 1.0, "lr": 1.0} | values
     if algorithm in (Algorithm.EXPMECH_STUMPS, Algorithm.RWM_ONLINE, Algorithm.RWM_LINEAR):
         out.setdefault("thresholds", DEFAULT_THRESHOLDS)
@@ -228,6 +229,15 @@ def _learner_spec(
             "epochs", f"sq_laplace takes whole iterations (full-batch statistical queries), got {out['epochs']:g}"
         )
     return RunSpec(dataset=info.name, model=model, algorithm=algorithm.value, **csv_fields, **out)
+
+
+def _check_delta(delta: float, info: DatasetInfo) -> None:
+    if delta >= 1.0 / info.n_train:
+        raise SpecError(
+            "delta",
+            f"must be < 1/N = {1.0 / info.n_train:.3g} for {info.name} (N={info.n_train}); "
+            f"δ ≥ 1/N allows releasing a whole record, got {delta:g}",
+        )
 
 
 def _dataset(raw: Mapping[str, Any]) -> tuple[DatasetInfo, dict[str, Any]]:
@@ -291,14 +301,9 @@ def _privacy_options(
     out: dict[str, Any] = {}
     if not algorithm.private:
         return out
-    if values["delta"] >= 1.0 / info.n_train:
-        raise SpecError(
-            "delta",
-            f"must be < 1/N = {1.0 / info.n_train:.3g} for {info.name} (N={info.n_train}); "
-            f"δ ≥ 1/N allows releasing a whole record, got {values['delta']:g}",
-        )
+    _check_delta(values["delta"], info)
     out["noise"] = _choice("noise", raw.get("noise", NOISE_MODES[0]), NOISE_MODES)
-    if "target_epsilon" in values:
+    if "target_epsilon" in values and "noise_multiplier" not in values:  # σ to calibrate (not a filled budget)
         out["calibration_accountant"] = _choice(
             "calibration_accountant", raw.get("calibration_accountant", "rdp"), CALIBRATION_ACCOUNTANTS
         )

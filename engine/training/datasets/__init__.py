@@ -114,6 +114,7 @@ DATASETS: dict[str, DatasetInfo] = {
         description="Zalando Research: 70,000 images of 10 clothing classes (MIT).",
         source="Xiao, Rasul, Vollgraf (2017), arXiv:1708.07747, https://github.com/zalandoresearch/fashion-mnist",
         load=load_fashion_mnist,
+        flip_invariant=True,
         files=tuple(idx_file("fashion-mnist", filename) for filename in IDX_SHA256["fashion-mnist"]),
     ),
     "cifar10": DatasetInfo(
@@ -128,6 +129,7 @@ DATASETS: dict[str, DatasetInfo] = {
         source="Krizhevsky (2009), Learning Multiple Layers of Features from Tiny Images, "
         "https://www.cs.toronto.edu/~kriz/cifar.html",
         load=load_cifar10,
+        flip_invariant=True,
         files=(CIFAR10_FILE,),
     ),
 }

@@ -43,6 +43,8 @@ class DatasetInfo:
     load: Callable[[Sequence[Path]], Dataset]
     image_shape: ImageShape | None = None
     files: tuple[RemoteFile, ...] = ()  # what `load` reads from the data directories; () when built in
+    # an image and its left-right mirror show the same class (clothes, objects; not digits): augmentation may flip
+    flip_invariant: bool = False
 
     def missing_files(self, data_dirs: Sequence[Path]) -> list[str]:
         """The relative paths of `files` found in no data directory (looked up only: `load` verifies each

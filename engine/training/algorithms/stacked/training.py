@@ -76,12 +76,15 @@ STACKED_MODELS = ("logreg", "mlp", "cnn")
 
 def stack_key(spec: RunSpec) -> str | None:
     """Specs with equal keys can train as one stack; None: this spec never stacks (not DP-SGD with flat
-    clipping, audited, or a model outside `STACKED_MODELS`). DP-PCA runs stack too: members whose PCA releases
-    differ (another seed or σ_p) each get their own.
-    Only runs of one noise mode stack (a release-mode stack draws its lots from the OS too)."""
+    clipping, audited, a model outside `STACKED_MODELS`, or using augmentation multiplicity, a moving average of
+    the iterates or a filled budget, which the stacked trainer does not implement; a filled budget's steps also
+    depend on its σ). DP-PCA runs stack too: members whose PCA releases differ (another seed or σ_p) each get their
+    own. Only runs of one noise mode stack (a release-mode stack draws its lots from the OS too)."""
     if spec.algorithm != Algorithm.DPSGD or spec.clipping not in (None, "flat") or spec.audit is not None:
         return None  # an audited run trains alone: its canaries join its own lots only
     if spec.model not in STACKED_MODELS:
+        return None
+    if spec.augmentation_multiplicity > 1 or spec.ema_decay > 0 or spec.fill_budget:
         return None
     shared = {key: getattr(spec, key) for key in STACK_KEYS}
     return json.dumps(shared, sort_keys=True, default=list)
