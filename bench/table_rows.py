@@ -82,8 +82,7 @@ SCATTER_CNN = {
     "algorithm": "dpsgd",
     "delta": 1e-5,
     "clip_norm": 0.1,
-    "optimizer": "momentum",
-    "momentum": 0.9,
+    "optimizer": "momentum",  # the engine's default momentum, 0.9: theirs
     "target_epsilon": 3.0,
     "fill_budget": True,
     "epochs": 60,
