@@ -19,6 +19,7 @@ from engine.privacy import (
     rdp_curve,
 )
 from engine.training import DatasetError, SpecError, parse_spec, plan_spec
+from engine.training.config.plan import budget_fill_text
 from engine.training.config.reach import spec_coordinates
 from engine.training.config.spec import spec_dataset_info
 from engine.training.datasets import DATASETS
@@ -44,6 +45,7 @@ class PlanPreview:
     pld_curve_steps: tuple[int, ...] = ()  # ε by PLD after each of these steps, when PLD calibrated σ
     pld_curve_epsilons: tuple[float, ...] = ()
     canonical: str = ""  # the validated spec's canonical JSON: equal for two specs that train the same run
+    filled: str | None = None  # how the steps were filled from a budget (`budget_fill_text`), None when not
 
     @property
     def pld_epsilon(self) -> float | None:
@@ -71,7 +73,7 @@ def preview_plan(spec_json: str) -> PlanPreview:
         rdp = rdp_curve(plan.ledger(), delta=plan.delta, steps=grid)
         eps, order = rdp.final_epsilon, rdp.final_order
         by_pld = None
-        if plan.calibrated_by == "pld":  # the curve that meets the target: PLD's, on a coarse grid (~1 s)
+        if "pld" in (plan.calibrated_by, plan.filled_by):  # the curve that meets the target: PLD's (~1 s)
             by_pld = accountant("pld").curve(plan.ledger(), delta=plan.delta, steps=pld_steps(plan.steps))
     except (SpecError, DatasetError, PrivacyError) as exc:
         return PlanPreview(error=str(exc))
@@ -89,6 +91,7 @@ def preview_plan(spec_json: str) -> PlanPreview:
         pld_curve_steps=tuple(map(int, by_pld.steps)) if by_pld else (),
         pld_curve_epsilons=tuple(map(float, by_pld.epsilons)) if by_pld else (),
         canonical=spec.canonical_json(),
+        filled=budget_fill_text(plan.summary()),
     )
 
 

@@ -85,6 +85,17 @@ def advanced() -> None:
             OPTIMIZER_TITLES,
             "How the noisy gradient becomes an update: post-processing, so no effect on ε.",
         )
+        st.number_input(
+            "Physical batch size",
+            0,
+            1_000_000,
+            step=64,
+            key=key("physical_batch_size"),
+            persist_state=KEEP,
+            help="Examples per forward pass (0: the whole lot at once): a lot is split into batches whose clipped sums "
+            "add up before the one noise draw, so the release and ε are the same; it bounds memory, which augmentation "
+            "multiplicity and wide models need. Any whole number in [0, 1,000,000].",
+        )
         if algorithm == "aniso_dpsgd":
             choice(
                 st.radio,

@@ -67,10 +67,11 @@ def plan_summary(preview: services.PlanPreview, *, target_epsilon: float | None 
     top[1].metric("Steps", f"{preview.steps:,}", help="epochs × N / L (noisy GD: one full-batch step per epoch)")
     bottom[0].metric("Sampling rate q", f"{preview.sampling_rate:.4f}", help=f"L / N with N = {preview.n_train:,}")
     if preview.pld_epsilon is not None:
+        chose = "chose the steps" if preview.filled else "calibrated σ"
         bottom[1].metric(
             "ε after training (PLD)",
             f"{preview.pld_epsilon:.3f}",
-            help=f"An upper bound by the PLD accountant, which calibrated σ (RDP gives {preview.epsilon:.3f}; the "
+            help=f"An upper bound by the PLD accountant, which {chose} (RDP gives {preview.epsilon:.3f}; the "
             "curve beside is RDP's); the finished run reports the tightest of all accountants, never more.",
         )
     else:
@@ -79,6 +80,12 @@ def plan_summary(preview: services.PlanPreview, *, target_epsilon: float | None 
             f"{preview.epsilon:.3f}",
             help=f"An upper bound by the RDP accountant (best order {preview.best_order:g}), up-front releases "
             "included; the finished run reports the tightest of all accountants, never more.",
+        )
+    if preview.filled:
+        numbers.caption(
+            f"{preview.filled[0].upper()}{preview.filled[1:]}: the most steps whose ε stays within the target by "
+            "the accountant named (the live curve is RDP's, which may end above the target; the finished run "
+            "reports the tightest accountant's ε)."
         )
     pld = (preview.pld_curve_steps, preview.pld_curve_epsilons) if preview.pld_curve_steps else None
     figure = charts.planned_epsilon_figure(

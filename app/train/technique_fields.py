@@ -5,7 +5,7 @@ import streamlit as st
 
 from app.common.choices import AUGMENTATION_MULTIPLICITIES, EMA_DECAYS
 from app.train import form_spec
-from app.train.form_state import choice, field_value, slider
+from app.train.form_state import choice, coerce, field_value, slider
 from app.train.presets import WRN_DEPTHS, WRN_WIDTHS
 from engine.training.datasets import DatasetInfo
 
@@ -30,6 +30,9 @@ EMA_HELP = (
 def features_picker(info: DatasetInfo) -> None:
     """Pixels or ScatterNet features, for the image datasets large enough for the scattering transform."""
     options = form_spec.features_for(info, field_value("algorithm"))
+    if len(options) == 1:  # tabular data, small images, noisy GD: pixels (the inputs as they are) only
+        coerce("features", options)
+        return
     choice(st.radio, "Features", "features", options, form_spec.FEATURE_TITLES, FEATURES_HELP)
 
 

@@ -23,6 +23,7 @@ from engine.privacy import epsilon_text
 from engine.privacy.accountants.curve import epsilons_as_inf, is_epsilon_name, unbounded_as_inf
 from engine.privacy.limits import NumberRange, brief
 from engine.training import load_dataset, parse_spec, plan_spec
+from engine.training.config.plan import budget_fill_text
 from engine.training.config.text import text_problem
 
 BACKENDS = ("local", "ray")
@@ -56,6 +57,8 @@ def cmd_train(args: argparse.Namespace, store: Store) -> None:
         )
         return
     plan = plan_spec(spec)
+    if not args.quiet and (filled := budget_fill_text(plan.summary())):
+        print(filled, file=sys.stderr)
     data_dirs = settings.default_data_dirs()
     dataset = load_dataset(spec.dataset, data_dirs, schema=spec.schema)
     name = f"cli@{socket.gethostname()}:{os.getpid()}"

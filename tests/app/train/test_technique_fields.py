@@ -5,8 +5,8 @@ its paper in its tooltip, goes into the spec the engine accepts, and a spec with
 import pytest
 
 from app.train.form_spec import models_for, raw_spec
-from app.train.presets import FILL_MODE, form_values
-from engine.training import DATASETS, parse_spec
+from app.train.presets import FILL_MODE, PRESETS, form_values
+from engine.training import DATASETS, parse_spec, plan_spec
 from tests.apptest_helpers import open_app, open_page, train_form_spec
 from tests.helpers import fast_spec
 
@@ -101,6 +101,22 @@ def test_image_specs_round_trip_through_the_form():
     ):
         values = form_values(spec)
         assert raw_spec(values, DATASETS[spec["dataset"]]) == spec
+
+
+def test_the_new_presets_are_the_tables_rows():
+    from bench.table_rows import SCATTER_CNN_ROWS
+    from tests.app.train.test_train_page import preset_named
+
+    for row in SCATTER_CNN_ROWS:
+        title = "MNIST, ε = 3: ScatterNet" if row.spec["dataset"] == "mnist" else "Fashion-MNIST, ε = 3: ScatterNet"
+        assert PRESETS[preset_named(title)].spec == row.spec | {"seed": 0}
+    cifar = PRESETS[preset_named("CIFAR-10")]
+    assert "De et al. 2022" in cifar.source and "56.8%" in cifar.source
+    plan = plan_spec(parse_spec(cifar.spec))
+    assert plan.filled_by is not None and plan.steps <= plan.steps_cap  # it fills ε = 1, within its 875-step cap
+    for preset in PRESETS.values():  # through the form and back, every preset trains the same run
+        shown = raw_spec(form_values(preset.spec), DATASETS[preset.spec["dataset"]])
+        assert parse_spec(shown).canonical_json() == parse_spec(preset.spec).canonical_json()
 
 
 def test_the_sweep_base_offers_averaging_and_augmentation(home, store):
