@@ -76,6 +76,8 @@ def test_filling_a_budget_sets_both_epsilon_and_sigma(home):
     assert {"train_target_epsilon", "train_noise_multiplier"} <= keys(at)
     spec = train_form_spec(at)
     assert spec["fill_budget"] is True and "target_epsilon" in spec and "noise_multiplier" in spec
+    said = " ".join(c.value for c in at.caption)
+    assert "Epochs filled from the budget:" in said and ("(RDP)" in said or "(PLD)" in said), said
     parse_spec(spec)
     at.selectbox(key="train_algorithm").set_value("noisy_gd").run()
     assert FILL_MODE not in at.radio(key="train_mode").options
