@@ -35,7 +35,7 @@ MODEL_TITLES = {
     "logreg": "Logistic regression",
     "mlp": "MLP (one ReLU hidden layer)",
     "cnn": "CNN (tanh)",
-    "wrn": "Wide ResNet (group norm, weight standardization)",
+    "wrn": "Wide ResNet (GroupNorm)",
 }
 
 IMPORTED_MARK = " · imported"  # ends the label of a run imported from an archive: computed elsewhere

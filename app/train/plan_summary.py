@@ -83,9 +83,9 @@ def plan_summary(preview: services.PlanPreview, *, target_epsilon: float | None 
         )
     if preview.filled:
         numbers.caption(
-            f"{preview.filled[0].upper()}{preview.filled[1:]}: the most steps whose ε stays within the target by "
-            "the accountant named (the live curve is RDP's, which may end above the target; the finished run "
-            "reports the tightest accountant's ε)."
+            f"{preview.filled[0].upper()}{preview.filled[1:]}, the most steps whose ε stays within the target by "
+            "that accountant. The live curve is RDP's and may end above the target; the finished run reports the "
+            "tightest accountant's ε."
         )
     pld = (preview.pld_curve_steps, preview.pld_curve_epsilons) if preview.pld_curve_steps else None
     figure = charts.planned_epsilon_figure(

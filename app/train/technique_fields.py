@@ -38,21 +38,18 @@ def features_picker(info: DatasetInfo) -> None:
 
 def wrn_fields() -> None:
     """A wide ResNet's depth and width (Zagoruyko & Komodakis 2016; De et al. 2022's WRN-16-4 by default)."""
-    left, right = st.columns(2)
-    with left:
-        slider(
-            "Depth",
-            WRN_DEPTHS,
-            "wrn_depth",
-            help="Layers of the wide ResNet (6k + 4): deeper fits more, and each step costs more.",
-        )
-    with right:
-        slider(
-            "Width",
-            WRN_WIDTHS,
-            "wrn_width",
-            help="Channel multiplier: WRN-16-4 is De et al. 2022's model for CIFAR-10.",
-        )
+    slider(
+        "Depth",
+        WRN_DEPTHS,
+        "wrn_depth",
+        help="Layers of the wide ResNet (6k + 4): deeper fits more, and each step costs more.",
+    )
+    slider(
+        "Width",
+        WRN_WIDTHS,
+        "wrn_width",
+        help="Channel multiplier: WRN-16-4 is De et al. 2022's model for CIFAR-10.",
+    )
 
 
 def accuracy_techniques(info: DatasetInfo) -> None:

@@ -174,7 +174,7 @@ def test_models_fit_the_dataset(home):
         "Logistic regression",
         "MLP (one ReLU hidden layer)",
         "CNN (tanh)",
-        "Wide ResNet (group norm, weight standardization)",
+        "Wide ResNet (GroupNorm)",
     ]
     at.selectbox(key="train_model").set_value("cnn").run()
     assert "Project inputs with PCA (DP-PCA)" not in labels(at)  # PCA feeds logreg or mlp, not the CNN
