@@ -11,7 +11,7 @@ from engine.training.features.models import MODEL_DESCRIPTIONS
 @dataclass(frozen=True, kw_only=True)
 class AlgorithmInfo:
     name: str
-    kind: str  # algorithm | preprocessing | model | optimizer
+    kind: str  # algorithm | preprocessing | technique | model | optimizer
     title: str
     description: str
     source: str
@@ -101,6 +101,33 @@ ALGORITHM_INFO = (
         "eigenvectors; charged up front to the run's ledger.",
         source="Abadi et al. 2016, §4",
         keys=("pca_dims", "pca_noise"),
+    ),
+    AlgorithmInfo(
+        name="augmentation_multiplicity",
+        kind="technique",
+        title="Augmentation multiplicity",
+        description="DP-SGD on images: K random crops (and flips where the data allow) of each example, its gradient "
+        "the mean over the copies, clipped once; the same ledger and ε as K = 1, about K times the step's cost.",
+        source="De et al. 2022, §3.1",
+        keys=("augmentation_multiplicity",),
+    ),
+    AlgorithmInfo(
+        name="ema_decay",
+        kind="technique",
+        title="Parameter averaging",
+        description="The evaluated and released model is the exponential moving average of the iterates (warm-up "
+        "min(β, (1+t)/(10+t))); post-processing, free in ε.",
+        source="De et al. 2022; TensorFlow's ExponentialMovingAverage",
+        keys=("ema_decay",),
+    ),
+    AlgorithmInfo(
+        name="fill_budget",
+        kind="technique",
+        title="Budget-filling run",
+        description="σ fixed; the run trains the most steps whose ε stays within target_epsilon by RDP or PLD, "
+        "whichever allows more, epochs being the most it may train.",
+        source="Abadi et al. 2016 train until the accountant reaches the budget",
+        keys=("fill_budget", "target_epsilon", "noise_multiplier"),
     ),
 )
 
