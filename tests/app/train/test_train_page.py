@@ -113,6 +113,7 @@ def test_each_preset_fills_a_valid_spec(home, name):
 
 
 def test_presets_are_the_benchmarked_settings():
+    from bench.table_rows import ABADI_ROWS
     from bench.utility_runs import ABADI_MNIST, ADULT_PRESET, DIGITS_DEMO_SPEC, NOISY_GD, OPACUS
     from engine.privacy import final_epsilon
 
@@ -121,13 +122,13 @@ def test_presets_are_the_benchmarked_settings():
     assert PRESETS[preset_named("Opacus")].spec == OPACUS[0].spec
     noisy = next(r for r in NOISY_GD if r.name == "adult_noisy_gd_gradient_clip_eps1")
     assert PRESETS[preset_named("Adult: noisy")].spec == noisy.spec
-    abadi = next(r for r in ABADI_MNIST if r.target_epsilon == 2.0)
+    abadi = next(r for r in ABADI_ROWS if r.epsilon == 2.0)
     ours = PRESETS[preset_named("Abadi")].spec
-    filled = {"target_epsilon": abadi.target_epsilon, "fill_budget": True, "epochs": abadi.max_epochs}
-    assert ours == abadi.spec | filled  # the preset spends its budget as the bench does, up to the same cap
+    filled = {"seed": 0, "target_epsilon": abadi.epsilon, "fill_budget": True, "epochs": ABADI_MNIST[1].max_epochs}
+    assert ours == abadi.spec | filled  # the table's row, spending its budget as the table does
     plan = plan_spec(parse_spec(ours))
     assert plan.filled_by in ("rdp", "pld") and plan.steps < plan.steps_cap  # the budget, not the cap, ended it
-    assert final_epsilon(plan.ledger(), delta=plan.delta, accountant_name=plan.filled_by) <= abadi.target_epsilon
+    assert final_epsilon(plan.ledger(), delta=plan.delta, accountant_name=plan.filled_by) <= abadi.epsilon
 
 
 def test_present_dataset_files_need_no_note(home, tmp_path, monkeypatch):
