@@ -30,6 +30,31 @@ def fast_spec(**overrides) -> dict:
     return digits_demo_spec(**overrides)
 
 
+def square_images(n_train: int = 120, n_test: int = 40, seed: int = 0):
+    """Generated 1×28×28 images of two classes (a bright square top-left or bottom-right), labelled as MNIST: a
+    dataset for the image models without MNIST's files."""
+    import numpy as np
+
+    from engine.training import Dataset
+
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n_train + n_test)
+    x = rng.random((n_train + n_test, 28, 28)).astype(np.float32) * 0.3
+    for i, label in enumerate(y):
+        r = slice(2, 12) if label else slice(16, 26)
+        x[i, r, r] += 0.7
+    x = x.reshape(len(x), -1)
+    return Dataset(
+        name="mnist",
+        x_train=x[:n_train],
+        y_train=y[:n_train],
+        x_test=x[n_train:],
+        y_test=y[n_train:],
+        n_classes=2,
+        image_shape=(1, 28, 28),
+    )
+
+
 def blobs_dataset(directory: Path) -> dict:
     """A generated two-class CSV in `directory` (two Gaussian blobs, 400 rows) and its declared schema: noisy GD's
     test problem, as the spec's dataset and schema fields."""

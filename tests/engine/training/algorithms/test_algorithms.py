@@ -20,7 +20,7 @@ from engine.training.config.plan import TrainingPlan
 from engine.training.config.schedules import Schedule, ScheduleKind
 from engine.training.features.models import build_model
 from engine.training.features.pca import normalize_rows, pca_projection, symmetric_gaussian
-from tests.helpers import blobs_dataset, fast_spec, noisy_gd_spec
+from tests.helpers import blobs_dataset, fast_spec, noisy_gd_spec, square_images
 
 ALPHA = 1e-6
 
@@ -364,30 +364,8 @@ def test_scatternet_features_are_per_example_and_cached(tmp_path):
     np.testing.assert_array_equal(scatternet.cached_scatter(x, (1, 16, 16), key="t", cache_dir=tmp_path), batch)
 
 
-def image_dataset(n_train: int = 120, n_test: int = 40, seed: int = 0):
-    """Generated 1×28×28 images of two classes (a bright square top-left or bottom-right)."""
-    from engine.training import Dataset
-
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 2, n_train + n_test)
-    x = rng.random((n_train + n_test, 28, 28)).astype(np.float32) * 0.3
-    for i, label in enumerate(y):
-        r = slice(2, 12) if label else slice(16, 26)
-        x[i, r, r] += 0.7
-    x = x.reshape(len(x), -1)
-    return Dataset(
-        name="mnist",
-        x_train=x[:n_train],
-        y_train=y[:n_train],
-        x_test=x[n_train:],
-        y_test=y[n_train:],
-        n_classes=2,
-        image_shape=(1, 28, 28),
-    )
-
-
 def test_cnn_accounting_matches_its_poisson_sampling():
-    data = image_dataset()
+    data = square_images()
     raw = fast_spec(dataset="mnist", model="cnn", noise_multiplier=1.0, lot_size=30, epochs=3, lr=0.5, delta=1e-5)
     del raw["target_epsilon"]
     spec = parse_spec(raw)

@@ -4,7 +4,6 @@ trainer builds, and a few DP-SGD steps run end to end on generated 28×28 images
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -13,11 +12,10 @@ from engine.training import parse_spec
 from engine.training.config.plan import plan_run
 from engine.training.config.reach import spec_coordinates
 from engine.training.config.spec import spec_dataset_info
-from engine.training.datasets import Dataset
 from engine.training.features import scatternet
 from engine.training.features.models import build_model, model_image_shape, trainable_coordinates
 from engine.training.trainer import build_run_model, train
-from tests.helpers import fast_spec
+from tests.helpers import fast_spec, square_images
 
 MNIST_COEFFICIENTS = (81, 7, 7)
 
@@ -86,28 +84,8 @@ def test_spec_coordinates_count_the_model_the_trainer_builds(dataset, coordinate
     )
 
 
-def digits_28(n_train: int = 160, n_test: int = 40, seed: int = 0) -> Dataset:
-    """Generated 1×28×28 images of two classes (a bright square top-left or bottom-right), labelled as MNIST."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 2, n_train + n_test)
-    x = rng.random((n_train + n_test, 28, 28)).astype(np.float32) * 0.3
-    for i, label in enumerate(y):
-        r = slice(2, 12) if label else slice(16, 26)
-        x[i, r, r] += 0.7
-    x = x.reshape(len(x), -1)
-    return Dataset(
-        name="mnist",
-        x_train=x[:n_train],
-        y_train=y[:n_train],
-        x_test=x[n_train:],
-        y_test=y[n_train:],
-        n_classes=2,
-        image_shape=(1, 28, 28),
-    )
-
-
 def test_a_few_dpsgd_steps_end_to_end_on_generated_28x28_images():
-    data = digits_28()
+    data = square_images(n_train=160)
     raw = scatter_spec(noise_multiplier=1.0, epochs=1, lr=1.0)
     del raw["target_epsilon"]
     spec = parse_spec(raw)
