@@ -6,6 +6,8 @@ import pytest
 
 from app.train.form_spec import models_for, raw_spec
 from app.train.presets import FILL_MODE, PRESETS, form_values
+from cache import RunStatus
+from engine.jobs.workers.worker import Worker
 from engine.training import DATASETS, parse_spec, plan_spec
 from tests.apptest_helpers import open_app, open_page, train_form_spec
 from tests.helpers import fast_spec
@@ -37,6 +39,27 @@ def test_image_pixels_offer_augmentation_and_every_gradient_method_averaging(hom
     assert "train_augmentation_multiplicity" not in keys(at) and "train_features" not in keys(at)
     assert "augmentation_multiplicity" not in train_form_spec(at), "K kept from MNIST must not reach tabular data"
     assert train_form_spec(at)["ema_decay"] == 0.999
+
+
+def test_a_run_with_augmentation_and_averaging_trains_from_the_dashboard(home, store):
+    at = open_app()  # digits: 8×8 images, so augmentation applies
+    at.number_input(key="train_epochs").set_value(2).run()
+    at.select_slider(key="train_augmentation_multiplicity").set_value(2).run()
+    at.select_slider(key="train_ema_decay").set_value(0.9).run()
+    at.button(key="train").click().run()
+    assert not at.exception, at.exception
+    [run] = store.list_runs()
+    assert run.spec["augmentation_multiplicity"] == 2 and run.spec["ema_decay"] == 0.9
+    Worker(store, data_dirs=[]).run_forever(exit_when_idle=True)
+    finished = store.get_run(run.id)
+    assert finished.status is RunStatus.FINISHED, finished.error
+    plain = plan_spec(
+        parse_spec({k: v for k, v in run.spec.items() if k not in ("augmentation_multiplicity", "ema_decay")})
+    )
+    assert finished.result["epsilon"] <= run.spec["target_epsilon"]
+    assert finished.result["steps"] == plain.steps  # the same plan as the run without them
+    at.run()
+    assert any("finished" in h.value for h in at.subheader)
 
 
 def test_scatternet_features_feed_the_cnn_and_take_no_augmentation(home):
