@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.utility_runs import ABADI_MNIST_SPEC
+from engine.training.config.examples import scatternet_cnn_spec
 
 SEEDS = (0, 1, 2)  # a fixed row's training seeds; a searched row repeats its whole search this many times
 
@@ -91,18 +92,6 @@ ABADI_ROWS = [
 # would need its own scattering). None of these was chosen by looking at test accuracy here, so there is no search
 # to charge.
 
-SCATTER_CNN = {
-    "features": "scatternet",
-    "model": "cnn",
-    "algorithm": "dpsgd",
-    "delta": 1e-5,
-    "clip_norm": 0.1,
-    "optimizer": "momentum",  # the engine's default momentum, 0.9: theirs
-    "target_epsilon": 3.0,
-    "fill_budget": True,
-    "epochs": 60,
-    "ema_decay": 0.999,
-}
 SCATTER_CNN_SOURCE = (
     "Tramèr & Boneh 2021 (ftramer/Handcrafted-DP): ScatterNet + CNN, momentum 0.9, C 0.1, L and lr and σ theirs; "
     "epochs fill ε 3; De et al. 2022: EMA 0.999 (fixed features take no augmentation: the scattering is of the image)"
@@ -112,7 +101,7 @@ SCATTER_CNN_ROWS = [
     TableRow(
         name="mnist_scatternet_cnn_eps3",
         title="MNIST, ScatterNet + CNN, EMA 0.999 (L 1024, lr 1, σ 1.35)",
-        spec={"dataset": "mnist", **SCATTER_CNN, "lot_size": 1024, "lr": 1.0, "noise_multiplier": 1.35},
+        spec=scatternet_cnn_spec("mnist"),
         epsilon=3.0,
         target_accuracy=0.99,
         paper_accuracy=0.987,
@@ -124,7 +113,7 @@ SCATTER_CNN_ROWS = [
     TableRow(
         name="fashion-mnist_scatternet_cnn_eps3",
         title="Fashion-MNIST, ScatterNet + CNN, EMA 0.999 (L 2048, lr 4, σ 2.15)",
-        spec={"dataset": "fashion-mnist", **SCATTER_CNN, "lot_size": 2048, "lr": 4.0, "noise_multiplier": 2.15},
+        spec=scatternet_cnn_spec("fashion-mnist"),
         epsilon=3.0,
         target_accuracy=0.905,
         paper_accuracy=0.897,
