@@ -127,6 +127,22 @@ def copies_as_positions(d: Tensor, u: Tensor, multiplicity: int) -> tuple[Tensor
     return grouped, u.view(batch, multiplicity * positions, u.shape[2])
 
 
+def position_norms(
+    d: Tensor, u: Tensor, *, materialize: bool, out: Tensor | None = None
+) -> tuple[Tensor, Tensor | None]:
+    """‖Gᵢ‖² of Gᵢ = δᵢUᵢᵀ summed over positions, from δ (B, C_out, T) and Uᵀ (B, T, D): materialized by one
+    batched matmul (into `out`, if given), returning Gᵢ flattened (B, C_out·D) too, or by the ghost norm
+    ⟨UᵢᵀUᵢ, δᵢᵀδᵢ⟩ over T × T (then None). A conv layer's positions are its output positions (times K copies);
+    a linear layer's are an example's K copies."""
+    batch = d.shape[0]
+    if materialize:
+        per_example = torch.bmm(d, u, out=out).view(batch, -1)
+        return row_sq_norms(per_example), per_example
+    gram_u = torch.bmm(u, u.transpose(1, 2))
+    gram_d = torch.bmm(d.transpose(1, 2), d)
+    return torch.linalg.vecdot(gram_u.view(batch, -1), gram_d.view(batch, -1)), None
+
+
 # ------------------------------------------------------------------------------ one model
 
 
@@ -163,13 +179,8 @@ def grouped_linear_norms_and_sum(module: nn.Linear, a: Tensor, delta: Tensor, mu
     deltas, inputs = delta.view(batch, multiplicity, p), a.view(batch, multiplicity, d)
     sq = torch.zeros(batch, dtype=delta.dtype, device=delta.device)
     materialize = multiplicity * (d + p) >= p * d
-    if train_w and materialize:
-        per_example_w = torch.bmm(deltas.transpose(1, 2), inputs).view(batch, -1)  # Gᵢ flattened: (B, p·d)
-        sq = row_sq_norms(per_example_w)
-    elif train_w:  # ghost norm over each example's K copies
-        gram_a = torch.bmm(inputs, inputs.transpose(1, 2))
-        gram_d = torch.bmm(deltas, deltas.transpose(1, 2))
-        sq = torch.linalg.vecdot(gram_a.view(batch, -1), gram_d.view(batch, -1))
+    if train_w:  # each example's K copies as K positions
+        sq, per_example_w = position_norms(deltas.transpose(1, 2), inputs, materialize=materialize)
     bias_per_example = deltas.sum(dim=1) if train_b else None  # (B, p)
     if bias_per_example is not None:
         sq = sq + row_sq_norms(bias_per_example)
@@ -210,14 +221,8 @@ def conv_norms_and_sum(
             raise UnsupportedModelError(f"conv layer output has {d.shape[2]} positions, its patches {u.shape[1]}")
         d_ex, u_ex = copies_as_positions(d, u, multiplicity)  # δᵢ: (B, C_out, K·P), Uᵢᵀ: (B, K·P, D)
         method = conv_norms if conv_norms != "auto" else conv_norm_method(module, d_ex.shape[2])
-        if method == "materialize":
-            g = workspace("grads")((batch, c_out, u.shape[2]))
-            per_example_w = torch.bmm(d_ex, u_ex, out=g).view(batch, -1)  # Gᵢ = δᵢUᵢᵀ, flattened: (B, C_out·D)
-            sq = row_sq_norms(per_example_w)
-        else:  # ‖Gᵢ‖² = ⟨UᵢᵀUᵢ, δᵢᵀδᵢ⟩ over P × P
-            gram_u = torch.bmm(u_ex, u_ex.transpose(1, 2))
-            gram_d = torch.bmm(d_ex.transpose(1, 2), d_ex)
-            sq = torch.linalg.vecdot(gram_u.view(batch, -1), gram_d.view(batch, -1))
+        grads = workspace("grads")((batch, c_out, u.shape[2])) if method == "materialize" else None
+        sq, per_example_w = position_norms(d_ex, u_ex, materialize=method == "materialize", out=grads)
     bias_per_example = sum_copies(d.sum(dim=2), multiplicity) if train_b else None  # (B, C_out)
     if bias_per_example is not None:
         sq = row_sq_norms(bias_per_example) if sq is None else sq + row_sq_norms(bias_per_example)
