@@ -2,8 +2,8 @@
 
 The runs train through the real queue and worker into one store: DP-SGD at several σ and ε (σ = 0.6, whose
 subsampled Gaussian is ∞ at low RDP orders), noise and clipping schedules, DP-PCA, physical batches, per-layer
-clipping, PLD calibration, anisotropic DP-SGD, noisy GD, the four textbook learners, a non-private run, a run
-cancelled mid-way, two vectorized stacks, and a release-mode and a lab-mode run whose worker stopped mid-run and
+clipping, PLD calibration, anisotropic DP-SGD, a budget-filling run with augmented copies and averaged iterates,
+noisy GD, the four textbook learners, a non-private run, a run cancelled mid-way, two vectorized stacks, and a release-mode and a lab-mode run whose worker stopped mid-run and
 which trained again (each second attempt stops before the first did). Then, from each run's *stored plan* only
 (never the engine's ledger code), the mechanism it ran is rebuilt as `dp_accounting` events, every attempt
 included (fresh noise: each attempt's releases composed; replayed noise: the longest attempt), and:
@@ -74,6 +74,8 @@ def single_specs(csv: data_upload.SavedUpload) -> list[dict]:
         digits(calibration_accountant="pld"),
         digits(algorithm="aniso_dpsgd"),
         digits(algorithm="aniso_dpsgd", aniso_granularity="coordinate"),
+        # augmented copies, averaged iterates and a budget filled by the tightest accountant: the plan's steps
+        digits(noise_multiplier=1.0, fill_budget=True, epochs=10, augmentation_multiplicity=2, ema_decay=0.9),
         binary(csv, "noisy_gd"),
         binary(csv, "noisy_gd", clipping="input", target_epsilon=None, noise_multiplier=2.0),
         binary(csv, "expmech_stumps"),
