@@ -3,10 +3,11 @@
 The runs train through the real queue and worker into one store: DP-SGD at several σ and ε (σ = 0.6, whose
 subsampled Gaussian is ∞ at low RDP orders), noise and clipping schedules, DP-PCA, physical batches, per-layer
 clipping, PLD calibration, anisotropic DP-SGD, a budget-filling run with augmented copies and averaged iterates,
-noisy GD, the four textbook learners, a non-private run, a run cancelled mid-way, two vectorized stacks, and a release-mode and a lab-mode run whose worker stopped mid-run and
-which trained again (each second attempt stops before the first did). Then, from each run's *stored plan* only
-(never the engine's ledger code), the mechanism it ran is rebuilt as `dp_accounting` events, every attempt
-included (fresh noise: each attempt's releases composed; replayed noise: the longest attempt), and:
+noisy GD, the four textbook learners, a non-private run, a run cancelled mid-way, two vectorized stacks, and a
+release-mode and a lab-mode run whose worker stopped mid-run and which trained again (each second attempt stops
+before the first did). Then, from each run's *stored plan* only (never the engine's ledger code), the mechanism it
+ran is rebuilt as `dp_accounting` events, every attempt included (fresh noise: each attempt's releases composed;
+replayed noise: the longest attempt), and:
 
 - RDP: dp-accounting's own `RdpAccountant` gives each release's RDP and `compute_epsilon` converts the sum, at
   every step a live row was written for. The live ε rows (the run panel's headline and chart, and Compare's
