@@ -9,7 +9,8 @@ from typing import Any
 from app import services
 from app.common.cells import table_cell
 from app.common.results import finite_epsilon
-from cache import RunRecord, RunStatus
+from cache import RunRecord, RunStatus, SweepRecord
+from engine.jobs.naming import generated_run_name, generated_sweep_name
 
 ALGORITHM_TITLES = {  # how an algorithm reads where it is chosen
     "dpsgd": "DP-SGD",
@@ -43,6 +44,20 @@ IMPORTED_MARK = " · imported"  # ends the label of a run imported from an archi
 
 def _number(value: Any, spec: str) -> str:
     return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else "–"
+
+
+def run_name(run: RunRecord) -> str:
+    """A run's readable name: the one the user gave it, else one generated from its spec ("digits · logreg ·
+    σ 1.65 · seed 0"). The id stays available as secondary detail (`run_label`, tooltips, the Runs page)."""
+    given = services.run_names().get(run.id)
+    return given or generated_run_name(run.spec, dataset_title=dataset_label(run.spec.get("dataset")))
+
+
+def sweep_name(sweep: SweepRecord) -> str:
+    """A sweep's readable name: the one it was launched with, else one generated from its grid."""
+    base = sweep.spec.get("base") if isinstance(sweep.spec.get("base"), dict) else {}
+    title = dataset_label(base["dataset"]) if "dataset" in base else None
+    return sweep.name or generated_sweep_name(sweep.spec, dataset_title=title)
 
 
 def run_label(run: RunRecord) -> str:
