@@ -1,7 +1,7 @@
 """The project's dependency direction, enforced.
 
 app → engine, cache; engine.jobs → engine.training, engine.privacy, cache; engine.training →
-engine.privacy. Nothing in engine/ or cache/ imports streamlit or plotly; engine.privacy imports
+engine.privacy. Nothing in engine/ or cache/ imports streamlit, plotly or matplotlib; engine.privacy imports
 no torch.
 """
 
@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers import ROOT
 
-UI_LIBRARIES = {"streamlit", "plotly"}
+UI_LIBRARIES = {"streamlit", "plotly", "matplotlib"}
 # package → project packages it must not import
 FORBIDDEN = {
     "cache": {"engine", "app"},

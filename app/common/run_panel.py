@@ -11,13 +11,15 @@ import streamlit as st
 from app import services
 from app.common import charts, report, run_actions, train_baseline
 from app.common.audit_note import audit_of, audit_text
+from app.common.headline import headline_numbers, is_private, number_text
+from app.common.headline import number_or_none as _number_or_none
 from app.common.labels import ALGORITHM_NAMES, dataset_label
 from app.common.restart_note import restart_text
 from app.common.results import remaining_seconds
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
-from engine.training.config.keys import CALIBRATION_ACCOUNTANTS, LEARNER_MODELS
+from engine.training.config.keys import LEARNER_MODELS
 
 POLL_SECONDS = 1.0  # a live run's charts redraw every second
 STARTING_POLL_SECONDS = 0.4  # until its first step is plotted: the wait after pressing Train is the one people feel
@@ -133,7 +135,7 @@ def _charts(run: RunRecord, frame: pd.DataFrame, total: int) -> None:
     all in the run's colour."""
     spec, color = run.spec, charts.run_color(run.id)
     references = train_baseline.references(run)
-    private = _private(spec)
+    private = is_private(spec)
     accuracy = charts.run_accuracy_figure(frame, color=color, total_steps=total, references=references, private=private)
     figures = {"acc": accuracy}
     algorithm = _algorithm(spec)
@@ -171,17 +173,6 @@ NOISE_CAPTIONS = {
 PER_EXAMPLE_GRADIENTS = ("dpsgd", "aniso_dpsgd", "noisy_gd")  # the algorithms whose clipping diagnostics exist
 
 
-def _number_or_none(value: Any) -> float | int | None:
-    """A number as it is (bool, text and the rest: None), for a field a record may hold in any type."""
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def number_text(value: Any, spec: str = "g") -> str:
-    """A number formatted by `spec`; '?' for a value that is not a number."""
-    number = _number_or_none(value)
-    return "?" if number is None else format(number, spec)
-
-
 def _whole_text(value: Any) -> str:
     """A count or a seed as it is written (an integer in full); '?' for a value that is not a number."""
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else number_text(value)
@@ -190,11 +181,6 @@ def _whole_text(value: Any) -> str:
 def _algorithm(spec: dict) -> str | None:
     algorithm = spec.get("algorithm")
     return algorithm if isinstance(algorithm, str) else None
-
-
-def _private(spec: dict) -> bool:
-    """A private run: its spec has a δ (a non-private baseline has none)."""
-    return bool(_number_or_none(spec.get("delta")))
 
 
 def spec_caption(spec: dict) -> str:
@@ -329,66 +315,8 @@ def spent_so_far(frame: pd.DataFrame, run: RunRecord) -> pd.DataFrame:
     return frame
 
 
-def last_value(frame, column: str) -> float | None:
-    """The latest recorded value of a metric (evaluations do not happen at every step)."""
-    values = frame[column].dropna() if column in frame else ()
-    return float(values.iloc[-1]) if len(values) else None
-
-
-def _shown(value: Any, spec: str) -> str:
-    """A headline number formatted by `spec`; '–' when there is none (or it is not a number)."""
-    number = _number_or_none(value)
-    return "–" if number is None else format(number, spec)
-
-
 def _headline(run: RunRecord, frame) -> None:
-    result, plan = run.result or {}, run.plan or {}
-    accuracy = result.get("test_accuracy", last_value(frame, "test_accuracy"))
-    epsilon = result.get("epsilon", last_value(frame, "epsilon"))
-    if not _private(run.spec):  # a non-private baseline
-        cols = st.columns(4)
-        cols[0].metric("Test accuracy", _shown(accuracy, ".3f"))
-        cols[1].metric("ε spent", "∞", help="A non-private baseline: no clipping, no noise, no privacy guarantee.")
-        return
-    accountant = result.get("accountant")
-    if isinstance(accountant, str) and accountant in ACCOUNTANTS:
-        source = ACCOUNTANTS[accountant].short
-    else:  # still training, or a result of another engine naming an accountant this one does not know
-        source = literal(accountant) if accountant else "RDP, live"
-    cols = st.columns(4)
-    cols[0].metric("Test accuracy", _shown(accuracy, ".3f"))
-    cols[1].metric(
-        f"ε spent ({source})",
-        "–" if _number_or_none(epsilon) is None else epsilon_text(epsilon, ".3f"),
-        help=f"ε at δ={number_text(run.spec.get('delta'))} for the steps taken so far: while training, by the RDP "
-        "accountant (every step); when done, the tightest valid bound of all accountants. Every value shown is an "
-        "upper bound.",
-    )
-    if plan.get("eta") is not None:
-        cols[2].metric(
-            "Learning rate η", _shown(plan["eta"], ".4g"), help="η = ε/√(32 T ln(1/δ)): each round is 2η-DP."
+    for column, number in zip(st.columns(4), headline_numbers(run, frame), strict=False):
+        column.metric(
+            number.label, number.value, delta=number.note, delta_color="off", delta_arrow="off", help=number.help
         )
-    elif plan.get("query_epsilon") is not None:
-        cols[2].metric("ε per query", _shown(plan["query_epsilon"], ".3g"), help="Laplace scale 1/ε_q on each Σφ.")
-    else:
-        by = plan.get("calibrated_by")
-        calibrated = by in CALIBRATION_ACCOUNTANTS
-        cols[2].metric(
-            "Noise multiplier σ",
-            _shown(plan.get("noise_multiplier") or None, ".3f"),
-            delta=f"by {by.upper()}" if calibrated else None,
-            delta_color="off",
-            delta_arrow="off",
-            help="Calibrated to meet the target ε by the accountant named below it." if calibrated else "As set.",
-        )
-    if _algorithm(run.spec) in LEARNER_MODELS:  # no lots: the steps (rounds, iterations) it took instead
-        cols[3].metric(
-            "Steps taken", f"{run.progress_step:,}", help="Rounds (RWM), iterations (SQ) or draws (exp. mech.)."
-        )
-        return
-    cols[3].metric(
-        "Sampling rate q",
-        _shown(plan.get("sampling_rate") or None, ".4f"),
-        help="Each example joins each lot independently with probability q = L/N (Poisson sampling; 1 for "
-        "full-batch noisy gradient descent).",
-    )

@@ -101,7 +101,7 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
         )
     st.download_button(
         "Download a report (HTML)",
-        data=partial(report.sweep_report, sweep, table, figure, release.report_text(sweep, runs)),  # on the click
+        data=partial(report.sweep_report, sweep, table, figure, release.report_headline(sweep, runs)),  # on the click
         file_name=f"dplab-sweep-{sweep.id}.html",
         mime="text/html",
         key=f"sweep-report-{sweep.id}",

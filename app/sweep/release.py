@@ -10,7 +10,9 @@ from typing import Any
 import streamlit as st
 
 from app import services
-from app.common.results import finite_accuracy
+from app.common.labels import run_name
+from app.common.report import SweepHeadline
+from app.common.results import finite_accuracy, finite_epsilon
 from app.common.safe_text import literal
 from cache import RunRecord, RunStatus, SweepRecord
 from engine.jobs.search import SweepPrivacy
@@ -87,15 +89,32 @@ def headline(sweep: SweepRecord, runs: list[RunRecord], slot) -> None:
         st.caption(best_text + found.sentence())
 
 
-def report_text(sweep: SweepRecord, runs: list[RunRecord]) -> str | None:
-    """The sweep report's paragraph on releasing the best run: its ε and the sentence the page shows."""
+def report_headline(sweep: SweepRecord, runs: list[RunRecord]) -> SweepHeadline:
+    """The sweep report's headline: the best run so far (by name), the ε and δ of releasing it, the private
+    search's own bound when the sweep is one, and the sentence the page shows."""
+    best = best_run(runs)
+    named = (
+        {
+            "best_name": run_name(best),
+            "best_id": best.id,
+            "best_accuracy": finite_accuracy(best),
+            "best_epsilon": finite_epsilon(best),
+        }
+        if best
+        else {}
+    )
     found = services.release_privacy(grid_json(sweep.spec), services.runs_json(runs))
     if isinstance(found, str):
-        return f"What releasing this sweep's best run costs cannot be said: {found}"
+        return SweepHeadline(**named, problem=found)
     epsilon, delta = release_epsilon(sweep, runs, found)
-    caveat = release_caveat(sweep, runs)
-    return f"ε of releasing the best run: {epsilon_text(epsilon)} at δ = {delta:.3g}. {found.sentence()}" + (
-        f" {caveat}" if caveat else ""
+    search = {"search_epsilon": found.search.epsilon, "search_delta": found.search.delta} if found.searching else {}
+    return SweepHeadline(
+        **named,
+        **search,
+        epsilon=epsilon,
+        delta=delta,
+        sentence=found.sentence(),
+        caveat=release_caveat(sweep, runs),
     )
 
 
