@@ -25,6 +25,7 @@ from app.common.safe_text import unescape
 from cache import RunRecord, SweepRecord
 from engine.jobs.disclosure import ACCOUNTANT_CURVE_PREFIX, RELEASED_METRICS
 from engine.privacy import epsilon_text
+from engine.training.datasets import CSV_PREFIX
 
 STYLE = (
     "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;max-width:1100px;margin:2em auto;"
@@ -106,6 +107,15 @@ def table_html(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, escape=True, na_rep="–", border=0)
 
 
+def shareable(spec: dict) -> dict:
+    """A spec as a report shows it: an uploaded dataset by its label, never its path on this machine nor its
+    SHA-256 (a fingerprint of the private file)."""
+    shown = {k: v for k, v in spec.items() if k != "data_sha256"}
+    if isinstance(shown.get("dataset"), str) and shown["dataset"].startswith(CSV_PREFIX):
+        shown["dataset"] = dataset_label(shown["dataset"])
+    return shown
+
+
 def spec_rows(spec: dict) -> pd.DataFrame:
     return pd.DataFrame(
         [{"key": key, "value": json.dumps(value, default=str, ensure_ascii=False)} for key, value in spec.items()]
@@ -160,7 +170,7 @@ def run_report(run: RunRecord, frame: pd.DataFrame, accountants: pd.DataFrame) -
     if "epsilon" in data:
         target = number_or_none(spec.get("target_epsilon"))
         body.append(figure_html(charts.epsilon_figure(data, total_steps=total, target_epsilon=target, color=color)))
-    body += ["<h2>Configuration</h2>", table_html(spec_rows(spec)), f"<p class='note'>{RELEASED_NOTE}</p>"]
+    body += ["<h2>Configuration</h2>", table_html(spec_rows(shareable(spec))), f"<p class='note'>{RELEASED_NOTE}</p>"]
     return page(f"{run_name(run)} · DP lab run {run.id}", body)
 
 
@@ -222,9 +232,10 @@ def sweep_report(
     if frontier is not None:
         body += ["<h2>Privacy–utility frontier</h2>", figure_html(frontier)]
     body += ["<h2>Runs</h2>", table_html(table.drop(columns=["error"], errors="ignore"))]
-    body += [
-        "<h2>Grid</h2>",
-        f"<pre>{html.escape(json.dumps(sweep.spec, indent=2, default=str, ensure_ascii=False))}</pre>",
-    ]
+    grid = dict(sweep.spec)
+    if isinstance(grid.get("base"), dict):
+        grid["base"] = shareable(grid["base"])
+    grid_text = json.dumps(grid, indent=2, default=str, ensure_ascii=False)
+    body += ["<h2>Grid</h2>", f"<pre>{html.escape(grid_text)}</pre>"]
     body.append(f"<p class='note'>{RELEASED_NOTE}</p>")
     return page(f"{name} · DP lab sweep {sweep.id}", body)

@@ -42,7 +42,9 @@ DECLARATION_KEYS = (
     "data_categories::",
     "data_test_fraction",
     "data_label",
+    "data_save_pressed",
 )
+SAVE_PRESSED = "data_save_pressed"  # Save was pressed for this file and target: problems show as errors from then on
 BOUNDS_NOTE = (
     "Declare each numeric column's **bounds** from public knowledge (a human age lies in [0, 120], a "
     "percentage in [0, 100]). They are never computed from your file: the smallest and largest value of a "
@@ -93,38 +95,50 @@ def upload_form() -> None:
     suggestion = services.suggest_csv_schema(upload.name, data, target)
     if suggestion.error is not None:
         st.error(
-            f"**schema.target**: {literal(suggestion.error.rstrip('.'))}. Choose another target column.",
+            f"**Target column “{literal(target)}”**: {literal(suggestion.error.rstrip('.'))}. Choose another target "
+            "column.",
             icon=":material/error:",
         )
         return
     raw = _schema_editor(inspection, target, suggestion)
     problems = schema_problems(raw)
-    for field, message in problems:
-        st.error(f"**{literal(field)}**: {literal(message)}", icon=":material/error:")
+    if st.session_state.get(SAVE_PRESSED):  # the user asked to save: what stops it, in red
+        for problem in problems:
+            st.error(literal(problem), icon=":material/error:")
+    elif problems:  # still being filled in: what is left to declare, not an error yet
+        st.caption("Before saving:\n" + "\n".join(f"- {literal(problem)}" for problem in problems))
     label = st.text_input(
         "Name",
         value=f"{Path(upload.name).stem} → {target}",
         key="data_label",
         help="How the dataset is listed here and on the Train page.",
     )
-    if st.button(
-        "Save dataset",
-        type="primary",
-        key="data_save",
-        disabled=bool(problems),
-        help="Check every cell against the schema, then keep the file and schema under the data home.",
+    if (
+        st.button(
+            "Save dataset",
+            type="primary",
+            key="data_save",
+            on_click=_press_save,  # before the rerun: the problems above show in red in it
+            help="Check every cell against the schema, then keep the file and schema under the data home.",
+        )
+        and not problems
     ):
         _save(upload.name, data, raw, label)
+
+
+def _press_save() -> None:
+    st.session_state[SAVE_PRESSED] = True
 
 
 def _saved_message() -> None:
     saved = st.session_state.get("data_saved")
     if saved:
         st.success(
-            f"Saved **{literal(saved['label'])}**. Train on it with these spec fields (the Train page lists it too):",
+            f"Saved **{literal(saved['label'])}**: choose it as the dataset on the Train page, where it is listed as "
+            f"*{literal(saved['label'])} (your upload)*. The schema you declared:",
             icon=":material/check_circle:",
         )
-        st.code(json.dumps(saved["spec"], indent=1, ensure_ascii=False), language="json")
+        st.code(json.dumps(saved["schema"], indent=1, ensure_ascii=False), language="json")
 
 
 def _reset_when_changed(marker: str, value: Any, prefixes: tuple[str, ...]) -> None:
@@ -247,7 +261,7 @@ def _save(file_name: str, data: bytes, raw: dict[str, Any], label: str) -> None:
     except (UploadError, CsvSchemaError) as exc:
         st.error(f"**Not saved**: {literal(exc)}", icon=":material/error:")
         return
-    st.session_state["data_saved"] = {"label": saved.label, "spec": saved.spec_fields()}
+    st.session_state["data_saved"] = {"label": saved.label, "schema": saved.schema}  # never its path or hash
     st.rerun()  # the datasets table above lists it now
 
 

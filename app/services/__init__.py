@@ -9,6 +9,8 @@ from app.services.catalog import size_text
 from app.services.data import (
     TrainingDataset,
     dataset_catalog,
+    dataset_from_link,
+    dataset_link_name,
     dataset_name,
     delete_saved_upload,
     inspect_csv_upload,
@@ -97,6 +99,8 @@ __all__ = [
     "canonical_spec",
     "data_directories",
     "dataset_catalog",
+    "dataset_from_link",
+    "dataset_link_name",
     "dataset_name",
     "delete_saved_upload",
     "delete_stored_runs",

@@ -3,6 +3,7 @@
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -69,7 +70,27 @@ def dataset_name(dataset: str) -> str:
     """A spec's dataset as the user knows it: "digits", "adult", or an upload's own label."""
     if not dataset.startswith(CSV_PREFIX):
         return dataset
-    return dataset_names().get(dataset) or f"an uploaded CSV ({Path(dataset).stem[:8]}…, no longer saved)"
+    return dataset_names().get(dataset) or "an uploaded CSV no longer saved"
+
+
+UPLOAD_LINK_PREFIX = "upload:"  # a link names a saved upload by its label: "upload:People (synthetic)"
+
+
+def dataset_link_name(dataset: Any) -> Any:
+    """A spec's dataset as a shareable link writes it: a registered dataset by its name, a saved upload by its
+    label (its path on this machine and its SHA-256 never leave the store)."""
+    if not isinstance(dataset, str) or not dataset.startswith(CSV_PREFIX):
+        return dataset
+    return UPLOAD_LINK_PREFIX + (dataset_names().get(dataset) or "no longer saved")
+
+
+def dataset_from_link(name: Any) -> Any:
+    """The dataset a link's name stands for (`dataset_link_name`'s inverse); an upload this machine does not hold
+    stays as the link wrote it (the form then says it cannot use it)."""
+    if not isinstance(name, str) or not name.startswith(UPLOAD_LINK_PREFIX):
+        return name
+    label = name.removeprefix(UPLOAD_LINK_PREFIX)
+    return next((dataset for shown, dataset, _ in uploaded_datasets() if shown == label), name)
 
 
 def saved_uploads() -> list[uploads.SavedUpload]:

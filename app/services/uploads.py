@@ -234,37 +234,73 @@ def build_schema(
     }
 
 
-def _bounds_problem(bounds: Sequence[Any]) -> str | None:
+def _bounds_problem(name: str, bounds: Sequence[Any]) -> str | None:
     low, high = bounds
     if low is None or high is None:
-        missing = " and ".join(name for name, value in (("lower", low), ("upper", high)) if value is None)
-        return (
-            f"declare the {missing} bound: the range of values the column can take, from public knowledge "
-            "(never computed from the data)"
-        )
+        missing = " and ".join(side for side, value in (("lower", low), ("upper", high)) if value is None)
+        plural = "s" * (" and " in missing)
+        source = "from public knowledge, never the data"
+        return f"Column “{name}” is numeric: declare its {missing} bound{plural} ({source})."
     if not (math.isfinite(low) and math.isfinite(high)) or not low < high:
-        return f"expected lower < upper, both finite numbers; got [{low:g}, {high:g}]"
+        return (
+            f"Column “{name}”: the lower bound must be a finite number below the upper bound; got {low:g} and {high:g}."
+        )
     return None
 
 
-def schema_problems(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Every problem of a raw schema as (field, message), each column checked on its own; [] when valid."""
-    problems: list[tuple[str, str]] = []
-    probe = {"target": "\0target", "classes": ["a", "b"]}  # checks one column declaration at a time
+def _repeated(values: Sequence[str]) -> str | None:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            return value
+        seen.add(value)
+    return None
+
+
+def _field_words(field: str, target: Any) -> str:
+    """A schema field as the form names it ("schema.numeric.age" → "Column “age”")."""
+    for prefix in ("schema.numeric.", "schema.categorical."):
+        if field.startswith(prefix):
+            return f"Column “{field.removeprefix(prefix)}”"
+    if field.startswith("schema.classes"):
+        return f"The classes of the target column “{target}”"
+    if field.startswith("schema.target"):
+        return f"Target column “{target}”"
+    return "Test fraction" if field == "schema.test_fraction" else "The schema"
+
+
+def schema_problems(raw: Mapping[str, Any]) -> list[str]:
+    """Every problem of a raw schema, in the form's words: the column at fault and what it allows (never a schema
+    key); [] when valid."""
+    problems: list[str] = []
+    target = raw.get("target")
+    classes = list(raw.get("classes", []))
+    if len(classes) < 2:
+        problems.append(
+            f"The target column “{target}” needs at least two classes: list every value it takes, one per line."
+        )
+    elif (twice := _repeated(classes)) is not None:
+        problems.append(f"The classes of the target column “{target}” list “{twice}” twice: each class once.")
     for name, bounds in raw.get("numeric", {}).items():
-        if (message := _bounds_problem(bounds)) is not None:
-            problems.append((f"schema.numeric.{name}", message))
+        if (message := _bounds_problem(name, bounds)) is not None:
+            problems.append(message)
     for name, categories in raw.get("categorical", {}).items():
-        try:
-            parse_csv_schema(probe | {"categorical": {name: categories}})
-        except CsvSchemaError as exc:
-            problems.append((exc.field, str(exc).removeprefix(f"{exc.field}: ")))
+        if not categories:
+            problems.append(
+                f"Column “{name}” is categorical: list at least one category, one per line (or make it numeric or "
+                "ignored)."
+            )
+        elif (twice := _repeated(categories)) is not None:
+            problems.append(f"Column “{name}” lists the category “{twice}” twice: each category once.")
+    if not raw.get("numeric") and not raw.get("categorical"):
+        problems.append("Every feature column is ignored: declare at least one as numeric or categorical.")
     if problems:
         return problems
     try:
         parse_csv_schema(raw)
     except CsvSchemaError as exc:
-        problems.append((exc.field, str(exc).removeprefix(f"{exc.field}: ")))
+        message = str(exc).removeprefix(f"{exc.field}: ").replace("schema.target", "the target")
+        problems.append(f"{_field_words(exc.field, target)}: {message}")
     return problems
 
 

@@ -87,12 +87,16 @@ def spec_from_link(text: str) -> dict[str, Any] | None:
         spec = json.loads(text)
     except ValueError:
         return None
+    if isinstance(spec, dict) and "dataset" in spec:
+        spec["dataset"] = services.dataset_from_link(spec["dataset"])
     return spec if isinstance(spec, dict) else None
 
 
 def link_spec(raw: Mapping[str, Any]) -> str:
-    """The raw spec as the `?config=` parameter (compact JSON; an upload's schema stays with the upload)."""
-    return json.dumps({k: v for k, v in raw.items() if k not in ("schema", "data_sha256")}, separators=(",", ":"))
+    """The raw spec as the `?config=` parameter (compact JSON; an upload's schema, path and hash stay with the
+    upload: the link names it by its label)."""
+    linked = {k: services.dataset_link_name(v) if k == "dataset" else v for k, v in raw.items()}
+    return json.dumps({k: v for k, v in linked.items() if k not in ("schema", "data_sha256")}, separators=(",", ":"))
 
 
 def preset_caption() -> str:

@@ -112,6 +112,6 @@ def test_suggested_levels_are_marked_private_and_rare_ones_withheld(home):
     declare_bounds(at, age=(17, 100), income=(0, 250_000))
     at.button(key="data_save").click().run()
     assert not at.exception and errors(at) == [], errors(at)
-    saved = at.session_state["data_saved"]["spec"]["schema"]
+    saved = at.session_state["data_saved"]["schema"]
     assert saved["categorical"]["city"] == ["Lyon", "Oslo", "Quito", "Vaduz"]
     assert saved["classes"] == ["no", "perhaps", "yes"]
