@@ -242,30 +242,22 @@ def _bounds_problem(name: str, bounds: Sequence[Any]) -> str | None:
         source = "from public knowledge, never the data"
         return f"Column “{name}” is numeric: declare its {missing} bound{plural} ({source})."
     if not (math.isfinite(low) and math.isfinite(high)) or not low < high:
-        return (
-            f"Column “{name}”: the lower bound must be a finite number below the upper bound; got {low:g} and {high:g}."
-        )
+        return f"Column “{name}”: the lower bound must be finite and below the upper bound; got {low:g} and {high:g}."
     return None
 
 
 def _repeated(values: Sequence[str]) -> str | None:
-    seen: set[str] = set()
-    for value in values:
-        if value in seen:
-            return value
-        seen.add(value)
-    return None
+    """The first value listed a second time, if any."""
+    return next((value for i, value in enumerate(values) if value in values[:i]), None)
 
 
 def _field_words(field: str, target: Any) -> str:
     """A schema field as the form names it ("schema.numeric.age" → "Column “age”")."""
-    for prefix in ("schema.numeric.", "schema.categorical."):
-        if field.startswith(prefix):
-            return f"Column “{field.removeprefix(prefix)}”"
-    if field.startswith("schema.classes"):
-        return f"The classes of the target column “{target}”"
-    if field.startswith("schema.target"):
-        return f"Target column “{target}”"
+    column = field.removeprefix("schema.numeric.").removeprefix("schema.categorical.")
+    if column != field:
+        return f"Column “{column}”"
+    if field.startswith(("schema.classes", "schema.target")):
+        return f"{'The classes of the target' if 'classes' in field else 'Target'} column “{target}”"
     return "Test fraction" if field == "schema.test_fraction" else "The schema"
 
 
@@ -276,20 +268,13 @@ def schema_problems(raw: Mapping[str, Any]) -> list[str]:
     target = raw.get("target")
     classes = list(raw.get("classes", []))
     if len(classes) < 2:
-        problems.append(
-            f"The target column “{target}” needs at least two classes: list every value it takes, one per line."
-        )
+        problems.append(f"The target column “{target}” needs at least two classes: list each value, one per line.")
     elif (twice := _repeated(classes)) is not None:
         problems.append(f"The classes of the target column “{target}” list “{twice}” twice: each class once.")
-    for name, bounds in raw.get("numeric", {}).items():
-        if (message := _bounds_problem(name, bounds)) is not None:
-            problems.append(message)
+    problems += [m for name, bounds in raw.get("numeric", {}).items() if (m := _bounds_problem(name, bounds))]
     for name, categories in raw.get("categorical", {}).items():
         if not categories:
-            problems.append(
-                f"Column “{name}” is categorical: list at least one category, one per line (or make it numeric or "
-                "ignored)."
-            )
+            problems.append(f"Column “{name}” is categorical: list at least one category (or ignore the column).")
         elif (twice := _repeated(categories)) is not None:
             problems.append(f"Column “{name}” lists the category “{twice}” twice: each category once.")
     if not raw.get("numeric") and not raw.get("categorical"):
