@@ -5,8 +5,9 @@ import streamlit as st
 
 from app import services
 from app.common import charts
-from app.common.labels import short_labels
+from app.common.labels import dataset_label, short_labels
 from app.common.safe_text import literal
+from app.common.train_baseline import majority_floor
 from app.compare import frames
 from cache import RunRecord, StoreError
 from engine.privacy import epsilon_text
@@ -92,7 +93,7 @@ def frontier(runs: list[RunRecord]) -> None:
         st.info("None of the selected runs has a result with a finite ε yet, so there is no frontier to draw.")
         return
     st.plotly_chart(
-        charts.runs_frontier_figure(points, short_labels(runs)),
+        charts.runs_frontier_figure(points, short_labels(runs), references=references(runs)),
         key="compare-frontier",
         config=charts.png_config("compare-frontier"),
     )
@@ -105,9 +106,27 @@ def frontier(runs: list[RunRecord]) -> None:
             else ""
         )
         + (f" {missing} selected run(s) without a result or without a finite ε are not shown." if missing else "")
-        + " "
-        + PNG_NOTE
+        + " Dashed grey lines: the accuracy of always answering the majority class (the floor) and of a finished "
+        "non-private run of the same data and model, where the store has one." + " " + PNG_NOTE
     )
+
+
+def references(runs: list[RunRecord]) -> list[tuple[str, float]]:
+    """(label, accuracy) of the frontier's reference lines: per dataset of the selected runs, the majority class's
+    accuracy (a registered dataset whose files are here), and per model trained on it, the newest finished
+    non-private run of that data and model in the store. Each label names its dataset when several are shown."""
+    datasets = list(dict.fromkeys(run.spec.get("dataset") for run in runs if isinstance(run.spec.get("dataset"), str)))
+    named = len(datasets) > 1
+    found: dict[str, float] = {}
+    for run in runs:
+        if (baseline := services.nonprivate_baseline(run.spec)) is None:
+            continue
+        where = f" ({dataset_label(run.spec.get('dataset'))}/{run.spec.get('model', '?')})" if named else ""
+        found.setdefault(baseline.label + where, baseline.test_accuracy)
+    for dataset in datasets:
+        if (floor := majority_floor(dataset)) is not None:
+            found.setdefault(floor[0] + (f" ({dataset_label(dataset)})" if named else ""), floor[1])
+    return list(found.items())
 
 
 def release_together(runs: list[RunRecord]) -> None:

@@ -38,6 +38,29 @@ def progress(runs: Sequence[RunRecord]) -> Counter:
     return Counter(run.status for run in runs)
 
 
+def step_fraction(runs: Sequence[RunRecord], planned_steps: Mapping[str, int]) -> float:
+    """How far a sweep is, by steps: the steps its runs took over the steps they plan (a queued run's from
+    `planned_steps`, run id → its plan's steps, until a worker records its own). A run that ended (finished, failed,
+    cancelled) counts all its steps: nothing is left to do there. 0 while nothing is known."""
+    done = total = 0
+    for run in runs:
+        steps = run.total_steps or planned_steps.get(run.id, 0)
+        total += steps
+        done += steps if not run.status.active else min(run.progress_step, steps)
+    return done / total if total else 0.0
+
+
+LOG_AXIS_SPAN = 10  # planned ε from the grid's lowest to its highest at least this many times apart: a log ε axis
+
+
+def log_epsilon_axis(planned_epsilons: Sequence[float | None]) -> bool:
+    """Whether the frontier's ε axis is logarithmic, from the ε each run of the grid plans to spend (None where
+    it cannot be planned): decided before any run has a point, so the axis keeps its type while the sweep trains
+    and after it finishes."""
+    known = [e for e in planned_epsilons if e is not None and 0 < e < math.inf]
+    return bool(known) and max(known) / min(known) >= LOG_AXIS_SPAN
+
+
 def progress_text(runs: Sequence[RunRecord]) -> str:
     counts = progress(runs)
     parts = [f"{counts[RunStatus.FINISHED]} / {len(runs)} finished"]
@@ -73,13 +96,16 @@ def grid_table(
     return pd.DataFrame(rows)
 
 
-def finished_points(sweep: SweepRecord, runs: Mapping[str, RunRecord]) -> pd.DataFrame:
-    """One row per finished private run: its grid values, seed, ε spent and test accuracy."""
+def finished_points(
+    sweep: SweepRecord, runs: Mapping[str, RunRecord], *, status: RunStatus = RunStatus.FINISHED
+) -> pd.DataFrame:
+    """One row per private run of `status` with a result (FINISHED, or CANCELLED: stopped by a cancel after it
+    had taken steps): its grid values, seed, ε spent and test accuracy."""
     columns = [*parameters(sweep), "seed", "run", "epsilon", "accuracy"]
     rows = []
     for run_id, point in zip(sweep.run_ids, sweep.points, strict=True):
         run = runs.get(run_id)
-        if run is None or run.status is not RunStatus.FINISHED:
+        if run is None or run.status is not status:
             continue
         epsilon, accuracy = finite_epsilon(run), finite_accuracy(run)
         if epsilon is None or accuracy is None:

@@ -1,6 +1,7 @@
 """The sweep panel: a sweep's progress, its privacy–utility frontier and its runs, polling the store
 while runs are queued or running (reads only: a refresh never waits on a worker)."""
 
+import json
 import time
 from collections import Counter
 from functools import partial
@@ -20,11 +21,13 @@ from app.sweep.frontier import (
     frontier,
     grid_table,
     latest_values,
+    log_epsilon_axis,
     parameters,
     progress,
     progress_text,
     running_points,
     series_values,
+    step_fraction,
 )
 from app.sweep.grid import label
 from cache import RunRecord, RunStatus, SweepRecord
@@ -34,7 +37,8 @@ FRONTIER_NOTE = (
     "Each faint marker is one finished run, each solid marker the mean test accuracy (held-out test set) of a "
     "grid point's seeds with their spread as error bars. x is the ε the runs spent, by the tightest accountant "
     "over the steps actually taken; a grid point is placed at the largest ε among its seeds, a valid upper bound "
-    "for each of them. An open marker is a run still training, at its ε and test accuracy so far."
+    "for each of them. An open marker is a run still training, at its ε and test accuracy so far; a cross, a run "
+    "cancelled after it had trained, at its ε and test accuracy when it stopped."
 )
 
 
@@ -80,8 +84,9 @@ def _live_sweep(sweep_id: str, spread: str) -> None:
 def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
     headline = st.empty()  # filled last: its first computation takes seconds
     counts = progress(runs)
-    ended = counts[RunStatus.FINISHED] + counts[RunStatus.FAILED] + counts[RunStatus.CANCELLED]
-    st.progress(ended / len(runs) if runs else 0.0, text=progress_text(runs))
+    plans = _plans(runs)
+    planned_steps = {run_id: plan.steps for run_id, plan in plans.items()}
+    st.progress(step_fraction(runs, planned_steps), text=progress_text(runs))  # by steps: a run is many
     if counts[RunStatus.RUNNING] and (eta := eta_text(runs, time.time())):
         st.caption(eta)
     if note := stacks_text(runs):
@@ -90,7 +95,8 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
         st.warning("No worker is running: queued runs wait until one starts (`python -m engine worker`).")
     by_id = {run.id: run for run in runs}
     live = {run.id: latest_values(services.metrics_frame(run.id)) for run in runs if run.status is RunStatus.RUNNING}
-    figure = _frontier(sweep, by_id, spread, running_points(sweep, live))
+    log_x = log_epsilon_axis([plan.epsilon if plan.private and not plan.error else None for plan in plans.values()])
+    figure = _frontier(sweep, by_id, spread, running_points(sweep, live), log_x=log_x)
     table = grid_table(sweep, by_id, live)
     st.dataframe(table, hide_index=True, width="stretch")
     if live:
@@ -120,15 +126,26 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
     release.headline(sweep, runs, headline)
 
 
-def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str, running: pd.DataFrame) -> go.Figure | None:
-    """The frontier of the finished runs with the `running` ones so far (returned for the report), or a note saying
-    why there is none yet."""
+def _plans(runs: list[RunRecord]) -> dict[str, services.PlanPreview]:
+    """Each run's plan (its steps and planned ε, or the error that stops it), from its spec with seed 0: a plan
+    does not depend on the seed, so each grid point is planned once (and cached), however many seeds it has."""
+    return {run.id: services.preview_plan(json.dumps({**run.spec, "seed": 0}, sort_keys=True)) for run in runs}
+
+
+def _frontier(
+    sweep: SweepRecord, runs: dict[str, RunRecord], spread: str, running: pd.DataFrame, *, log_x: bool
+) -> go.Figure | None:
+    """The frontier of the finished runs with the `running` ones so far and the cancelled ones where they stopped
+    (returned for the report), or a note saying why there is none yet. `log_x`: a logarithmic ε axis."""
     params = parameters(sweep)
     points = finished_points(sweep, runs)
+    cancelled = finished_points(sweep, runs, status=RunStatus.CANCELLED)
     finished = sum(run.status is RunStatus.FINISHED for run in runs.values())
-    if points.empty and running.empty:
+    if points.empty and running.empty and cancelled.empty:
         if finished:
             st.info("The finished runs are not private (no finite ε), so they have no place on the frontier.")
+        elif not any(run.status.active for run in runs.values()):
+            st.info("No run has a point: every run ended (failed or cancelled) before it recorded a result.")
         else:
             st.info(
                 f"No run has a point yet: the frontier fills in as runs train, a running run as an open marker at "
@@ -150,6 +167,8 @@ def _frontier(sweep: SweepRecord, runs: dict[str, RunRecord], spread: str, runni
         labels={p: label(p) for p in params},
         references=_references(sweep),
         running=running,
+        cancelled=cancelled,
+        log_x=log_x,
     )
     st.plotly_chart(figure, key=f"sweep-frontier-{sweep.id}", config=charts.png_config(f"sweep-{sweep.id}-frontier"))
     note = FRONTIER_NOTE

@@ -58,9 +58,18 @@ def epsilon_figure(
         if len(finite):
             low, high = min(low, float(finite.min())), max(high, float(finite.max()))
     if target_epsilon is not None:
-        hline(fig, target_epsilon, color=LIMIT_COLOR, text=f"target ε = {target_epsilon:g}", position="top left")
         tight_max = max(tight_max, target_epsilon)
-    if tight_max > 0 and high > LOG_AXIS_RATIO * tight_max:  # bounds far above the tight ones: a log axis shows all
+    log_axis = tight_max > 0 and high > LOG_AXIS_RATIO * tight_max  # bounds far above the tight ones: log shows all
+    if target_epsilon is not None:
+        hline(
+            fig,
+            target_epsilon,
+            color=LIMIT_COLOR,
+            text=f"target ε = {target_epsilon:g}",
+            position="top left",
+            log_axis=log_axis,
+        )
+    if log_axis:
         ticks = [t for t in LOG_TICKS if low / 1.5 <= t <= high * 1.5]
         fig.update_yaxes(
             type="log",
@@ -116,15 +125,17 @@ def planned_epsilon_figure(
     return fig
 
 
-# The Plan page: one colour per accountant, the same on every Plan chart (RDP keeps the run colour of the
-# live ε chart); dashes as in ACCOUNTANT_STYLES.
+# One colour per accountant, the same on every chart, none of them a run's (`base.RUN_PALETTE`): on a run's ε chart
+# RDP, the live line, takes the run's colour and every other accountant stays apart from it; dashes as in
+# ACCOUNTANT_STYLES. Chosen far (CIELAB) from the run colours and from each other; they read on light and dark
+# backgrounds.
 ACCOUNTANT_COLORS = {
-    "rdp": RUN_COLOR,
-    "pld": "#F58518",
-    "zcdp": "#72B7B2",
-    "advanced": "#54A24B",
-    "naive": "#B279A2",
-    "optimal_pure": "#E45756",
+    "rdp": "#6A3D9A",
+    "pld": "#E7298A",
+    "zcdp": "#1B9E77",
+    "advanced": "#A6761D",
+    "naive": "#637939",
+    "optimal_pure": "#B15928",
 }
 ACCOUNTANT_LABELS = {
     "rdp": "RDP",

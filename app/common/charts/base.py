@@ -34,9 +34,12 @@ def hline(
     position: str = "bottom right",
     width: float = 1.5,
     font_size: int | None = None,
+    log_axis: bool = False,
 ) -> None:
     """A dashed horizontal line across the plot with an optional label at one end: `add_hline`'s look, at a
-    fraction of its cost (it re-validates the layout for each line, which live charts redraw every second)."""
+    fraction of its cost (it re-validates the layout for each line, which live charts redraw every second). On a
+    logarithmic y axis (`log_axis`) Plotly places a shape at the value but an annotation at its log10: the label
+    is given the log10, so that it sits on its line."""
     fig.layout.shapes += (
         {
             "type": "line",
@@ -57,7 +60,7 @@ def hline(
                 "showarrow": False,
                 "xref": "paper",
                 "yref": "y",
-                "y": y,
+                "y": math.log10(y) if log_axis and y > 0 else y,
                 "x": 1 if horizontal == "right" else 0,
                 "xanchor": horizontal,
                 "yanchor": "top" if vertical == "bottom" else "bottom",
@@ -74,7 +77,8 @@ def series(frame: pd.DataFrame, column: str) -> pd.DataFrame:
 
 # Colours per run: twelve that stay apart from each other and read on light and dark backgrounds. A run alone
 # on a chart takes a stable hash of its id; runs side by side take the palette in order, so up to twelve of
-# them never share a colour.
+# them never share a colour. None is an accountant's colour (`accountants.ACCOUNTANT_COLORS`): a run's ε line
+# never looks like another accountant's.
 RUN_PALETTE = (
     "#4C78A8",
     "#F58518",

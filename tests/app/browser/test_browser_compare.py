@@ -25,14 +25,15 @@ from tests.helpers import free_port
 TIMEOUT_MS = 30_000
 TRAIN_TIMEOUT_S = 90
 CHART_TITLES = ["Test accuracy", "Cumulative ε spent", "Privacy–utility frontier of the selected runs"]
-# The visible Plotly charts: their title and the names of their traces (read from the chart's own `data`).
+# The visible Plotly charts: their title and the names of their runs' traces (read from the chart's own `data`;
+# reference lines and legend-only entries, marked by `meta`, left out).
 CHARTS_JS = """
 () => Array.from(document.querySelectorAll('.js-plotly-plot'))
     .filter(chart => { const r = chart.getBoundingClientRect(); return r.width > 0 && r.height > 0; })
     .map(chart => ({
         title: (chart.layout && chart.layout.title && chart.layout.title.text) || '',
-        traces: (chart.data || []).map(trace => trace.name),
-        drawn: chart.querySelectorAll('g.scatterlayer g.trace').length,
+        traces: (chart.data || []).filter(trace => !trace.meta).map(trace => trace.name),
+        drawn: chart.querySelectorAll('g.scatterlayer g.trace').length - (chart.data || []).filter(t => t.meta).length,
     }))
 """
 # Every expected chart is on the page and draws exactly the given runs (by their legend names).

@@ -83,13 +83,16 @@ def test_compare_filters_overlays_and_tabulates_the_selected_runs(trained_store,
     accuracy, epsilon, frontier_fig = figures(at)
     names = short_labels([store.get_run(i) for i in ids])  # what sets each run apart, not its hex id
     assert len(set(names.values())) == len(ids) and not any(i in names[i] for i in ids)
+    [majority] = [t for t in frontier_fig["data"] if t.get("meta") == "reference"]  # no non-private run stored
+    assert majority["name"].startswith("majority class: 0.") and majority["line"]["dash"] == "dash"
     for figure in (accuracy, epsilon, frontier_fig):
-        assert [t["name"] for t in figure["data"]] == [names[i] for i in ids]
-        colors = [t.get("line", t.get("marker"))["color"] for t in figure["data"]]
+        runs_drawn = [t for t in figure["data"] if "meta" not in t]
+        assert [t["name"] for t in runs_drawn] == [names[i] for i in ids]
+        colors = [t.get("line", t.get("marker"))["color"] for t in runs_drawn]
         assert colors == list(RUN_PALETTE[: len(ids)])  # distinct, in the order of the selection
     assert all(len(t["x"]) > 2 for t in accuracy["data"] + epsilon["data"])
     results = {r.id: r.result for r in store.list_runs()}
-    assert [t["x"][0] for t in frontier_fig["data"]] == [results[i]["epsilon"] for i in ids]
+    assert [t["x"][0] for t in frontier_fig["data"] if "meta" not in t] == [results[i]["epsilon"] for i in ids]
 
     table = next(d.value for d in at.dataframe if "noise_multiplier" in d.value)
     assert list(table["run"]) == ids

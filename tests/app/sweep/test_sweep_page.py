@@ -243,7 +243,8 @@ def test_running_runs_are_open_markers_in_their_lines_colour_at_their_values_so_
     assert list(by_name["lot_size = 32 (running)"].x) == [0.4] and list(by_name["lot_size = 64 (running)"].y) == [0.7]
     assert by_name["lot_size = 64 (running)"].marker.color == RUN_PALETTE[1]
     assert [t.name for t in moving if t.showlegend] == ["running: ε and test accuracy so far"]
-    assert list(by_name["lot_size = 32 (running)"].text) == ["1"]  # labelled by the first parameter, as the frontier
+    assert by_name["lot_size = 32 (running)"].text is None, "seeds of a point sit together: values in the tooltip"
+    assert "noise_multiplier %{customdata[1]}" in by_name["lot_size = 32 (running)"].hovertemplate
     assert fig.layout.xaxis.type != "log"  # ε from 0.3 to 0.4: a linear axis from 0 …
     [reference] = [t for t in fig.data if t.name == "majority class: 0.125"]
     assert list(reference.x) == [0.0, pytest.approx(0.52)]  # … which the reference line spans from 0
