@@ -11,6 +11,7 @@ meeting point, in two ways:
 The shared values are spec keys (`privacy_by`: "target", "sigma" or "fill"), kept in the session state, so they
 survive page switches; a reload starts from the Train page's link (`?config=`)."""
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -87,3 +88,9 @@ def share(form: str, values: Mapping[str, Any], taken: Mapping[str, Any]) -> Non
     state[SHARED] = shared
     state[f"shared_seen_{form}"] = dict(shared)
     state[f"shared_last_{form}"] = dict(values)
+
+
+def sigma_start(calibrated: float) -> float:
+    """The σ a form starts from on leaving a target ε for a fixed σ: the σ calibrated for the target, rounded up to
+    three decimals (a larger σ, so ε stays within the target) for a field a person reads and edits."""
+    return math.ceil(calibrated * 1000) / 1000

@@ -93,7 +93,7 @@ def start_from_calibrated_sigma() -> None:
     state = st.session_state
     sigma = state.get(CALIBRATED)
     if state.get("plan_mode") == SIGMA and sigma is not None:
-        state["plan_sigma"] = min(max(math.ceil(sigma * 1000) / 1000, SIGMA_RANGE[0]), SIGMA_RANGE[1])
+        state["plan_sigma"] = min(max(handoff.sigma_start(sigma), SIGMA_RANGE[0]), SIGMA_RANGE[1])
 
 
 def plan_form() -> services.PlanSettings:

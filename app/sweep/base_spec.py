@@ -26,6 +26,7 @@ MODELS = {key: MODEL_TITLES[key] for key in ("logreg", "mlp")}  # the models a s
 PRIVACY_BY = {"target_epsilon": "Target ε", "noise_multiplier": "Noise multiplier σ"}
 KEEP = "session"  # every value survives a page switch
 REALS = ("epochs", "lr", "clip_norm", "delta", "target_epsilon", "noise_multiplier")  # typed as floats
+LAST_BASE = "sweep_base_last"  # the base spec of the previous run (σ mode starts from its calibrated σ)
 PENDING = "sweep_base_pending"  # shared values for inputs not drawn since (widget key → value)
 PRIVACY_WAYS = {"target": "target_epsilon", "fill": "target_epsilon", "sigma": "noise_multiplier"}  # shared → form
 
@@ -43,7 +44,18 @@ def base_form() -> dict[str, Any]:
     if "clip_norm" in raw:  # a private gradient method: privacy set by a target ε or by σ
         shared["privacy_by"] = "target" if "target_epsilon" in raw else "sigma"
     handoff.share(handoff.SWEEP, shared, taken)
+    st.session_state[LAST_BASE] = raw
     return raw
+
+
+def start_from_calibrated_sigma() -> None:
+    """On switching to σ: σ starts at the one calibrated for the base's target ε (`handoff.sigma_start`)."""
+    last = st.session_state.get(LAST_BASE) or {}
+    if st.session_state.get("sweep_base_privacy_by") != "noise_multiplier" or "target_epsilon" not in last:
+        return
+    preview = services.preview_plan(json.dumps(last, sort_keys=True))
+    if preview.error is None and preview.noise_multiplier > 0:
+        st.session_state["sweep_base_noise_multiplier"] = handoff.sigma_start(preview.noise_multiplier)
 
 
 def take_shared() -> dict[str, Any]:
@@ -292,7 +304,9 @@ def _privacy() -> dict[str, Any]:
         horizontal=True,
         key="sweep_base_privacy_by",
         persist_state=KEEP,
-        help="Fix the ε to reach (σ is calibrated per run) or fix σ (ε follows); a swept one overrides.",
+        on_change=start_from_calibrated_sigma,
+        help="Fix the ε to reach (σ is calibrated per run) or fix σ (ε follows, starting from the σ calibrated for "
+        "the target); a swept one overrides.",
     )
     if by == "target_epsilon":
         value = _real(

@@ -6,13 +6,13 @@ and when it refuses the spec the reason is shown under the field it names (`fiel
 value out of range is never silently replaced by an older one."""
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import streamlit as st
 
 from app import services
+from app.common import handoff
 from app.common.safe_text import literal
 from app.train.form_spec import raw_spec
 from app.train.presets import (
@@ -233,4 +233,4 @@ def start_from_calibrated_sigma() -> None:
     values = {name: field_value(name) for name in FORM_DEFAULTS} | {"mode": TARGET_MODE}
     preview = services.preview_plan(json.dumps(raw_spec(values, chosen.info, chosen.schema), sort_keys=True))
     if preview.error is None and preview.noise_multiplier > 0:
-        state[key("noise_multiplier")] = math.ceil(preview.noise_multiplier * 1000) / 1000
+        state[key("noise_multiplier")] = handoff.sigma_start(preview.noise_multiplier)

@@ -1,5 +1,6 @@
 """One configuration shared by the Plan, Train and Sweep forms: a value changed on one page is the value the others
-start from (each where its widgets can show it), and the Plan's σ mode starts from the σ calibrated for its target."""
+start from (each where its widgets can show it), and the Plan's and Sweep's σ modes start from the σ calibrated for
+their target."""
 
 import math
 from types import SimpleNamespace
@@ -78,3 +79,14 @@ def test_the_plan_sigma_mode_starts_from_the_calibrated_sigma(home, monkeypatch)
     sigma = at.number_input(key="plan_sigma").value
     assert sigma == math.ceil(calibrated * 1000) / 1000 or sigma == pytest.approx(calibrated, abs=1e-3)
     assert sigma >= calibrated and float(metrics(at)["ε by RDP"]) <= 3.0
+
+
+def test_the_sweep_sigma_mode_starts_from_the_sigma_calibrated_for_its_base(home, monkeypatch):
+    monkeypatch.setattr(services, "preview_sweep", lambda spec: SimpleNamespace(error="not previewed here"))
+    at = open_app()
+    calibrated = float(metrics(at)["Noise multiplier σ"])  # the Train page's base: 1.649 for ε = 3
+    at.switch_page("views/sweep.py").run()
+    at.radio(key="sweep_base_privacy_by").set_value("noise_multiplier").run()
+    assert not at.exception, at.exception
+    sigma = at.number_input(key="sweep_base_noise_multiplier").value
+    assert sigma == pytest.approx(calibrated, abs=1e-3) and sigma >= calibrated
