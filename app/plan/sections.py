@@ -1,7 +1,12 @@
 """The Plan page's parts: the sidebar form (one widget per input, each with a one-line tooltip) and the panels
-that show what the plan implies. Every number comes from `services`; nothing here computes privacy."""
+that show what the plan implies. Every number comes from `services`; nothing here computes privacy.
 
+The form is part of the configuration the Plan, Train and Sweep pages share (`handoff.share`): it starts from
+what the other pages changed (the values its widgets can show) and publishes what changes here."""
+
+import math
 from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
@@ -10,11 +15,25 @@ from app import services
 from app.common import charts, handoff
 from app.common.choices import EPSILONS
 from engine.privacy import Panel, epsilon_text
+from engine.privacy.limits import TARGET_EPSILON
 
 CUSTOM = "custom"
 LOT_SIZE, SAMPLING_RATE = "Lot size L", "Sampling rate q"
 TARGET, SIGMA = "Target ε", "Noise multiplier σ"
 KEEP = "session"  # widget values survive page switches and hidden inputs (the L/q and ε/σ choices)
+MOST_EPOCHS = 100  # the epochs slider's end, unless the shared configuration holds more
+SIGMA_RANGE = (0.3, 500.0)  # the σ input's range
+CALIBRATED = "plan_calibrated_sigma"  # σ calibrated for the target ε in the last run (σ mode starts from it)
+PRIVACY_BY = {TARGET: "target", SIGMA: "sigma"}  # the shared configuration's names of the ways
+DEFAULTS: dict[str, Any] = {
+    "plan_lot_size": 64,
+    "plan_q": 0.01,
+    "plan_epochs": 20,
+    "plan_delta": 1e-5,
+    "plan_target_epsilon": 3.0,
+    "plan_sigma": 1.0,
+    "plan_n": 10_000,
+}
 # The tooltips of the inputs shown for one way of giving lots or privacy (each input is labelled by its way).
 WAY_HELP = {
     LOT_SIZE: "Expected examples per step (each joins with probability L/N): larger lots average out the noise but "
@@ -26,9 +45,61 @@ WAY_HELP = {
 }
 
 
+def take_shared(sizes: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    """Set the inputs another page changed, where an input can show the value; returns those taken."""
+    state = st.session_state
+    for name, value in DEFAULTS.items():
+        state.setdefault(name, value)
+    taken: dict[str, Any] = {}
+    for name, value in handoff.shared_news(handoff.PLAN).items():
+        number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if name == "dataset" and value in sizes:
+            state["plan_dataset"] = value
+        elif name == "lot_size" and number and value >= 1 and value == int(value):
+            state["plan_lot_size"], state["plan_lots"] = int(value), LOT_SIZE
+        elif name == "epochs" and number and value == int(value) and 1 <= value <= 1000:
+            state["plan_epochs"] = int(value)
+        elif name == "delta" and number:
+            state["plan_delta"] = float(value)
+        elif name == "privacy_by" and value in ("target", "fill", "sigma"):
+            state["plan_mode"] = SIGMA if value == "sigma" else TARGET
+        elif name == "target_epsilon" and number and TARGET_EPSILON.problem(value) is None:
+            state["plan_target_epsilon"] = float(value)
+        elif name == "noise_multiplier" and number and SIGMA_RANGE[0] <= value <= SIGMA_RANGE[1]:
+            state["plan_sigma"] = float(value)
+        else:
+            continue
+        taken[name] = value
+    return taken
+
+
+def share(settings: services.PlanSettings, dataset: str, taken: dict[str, Any]) -> None:
+    """Publish the inputs that describe a configuration the other pages can take."""
+    values: dict[str, Any] = {"epochs": settings.epochs, "delta": settings.delta}
+    if dataset != CUSTOM:
+        values["dataset"] = dataset
+    if settings.lot_size is not None:
+        values["lot_size"] = settings.lot_size
+    if settings.target_epsilon is not None:
+        values |= {"privacy_by": "target", "target_epsilon": settings.target_epsilon}
+    else:
+        values |= {"privacy_by": "sigma", "noise_multiplier": settings.noise_multiplier}
+    handoff.share(handoff.PLAN, values, taken)
+
+
+def start_from_calibrated_sigma() -> None:
+    """On switching to σ: σ starts at the one calibrated for the target ε (rounded up to three decimals, so ε
+    stays within the target), not at an unrelated default."""
+    state = st.session_state
+    sigma = state.get(CALIBRATED)
+    if state.get("plan_mode") == SIGMA and sigma is not None:
+        state["plan_sigma"] = min(max(handoff.sigma_start(sigma), SIGMA_RANGE[0]), SIGMA_RANGE[1])
+
+
 def plan_form() -> services.PlanSettings:
     """The sidebar inputs, as the settings they describe (validated by `services.privacy_plan`)."""
     sizes = services.builtin_dataset_sizes()
+    taken = take_shared(sizes)
     with st.sidebar:
         st.markdown("**Data**")
         dataset = st.selectbox(
@@ -43,7 +114,6 @@ def plan_form() -> services.PlanSettings:
         if dataset == CUSTOM:
             n = _at_least_one(
                 "Dataset size N",
-                value=10_000,
                 step=1_000,
                 key="plan_n",
                 help="Training examples: with the same lot size, a larger N means a smaller sampling rate q = L/N, "
@@ -62,8 +132,7 @@ def plan_form() -> services.PlanSettings:
         epochs = st.slider(
             "Epochs",
             1,
-            100,
-            20,
+            max(MOST_EPOCHS, st.session_state["plan_epochs"]),
             key="plan_epochs",
             persist_state=KEEP,
             help="Passes over the data (T = ⌈epochs·N/L⌉ steps): more epochs usually fit better and spend more ε.",
@@ -71,7 +140,6 @@ def plan_form() -> services.PlanSettings:
         st.markdown("**Privacy**")
         delta = st.number_input(
             "δ",
-            value=1e-5,
             step=1e-6,
             format="%.1e",
             key="plan_delta",
@@ -83,13 +151,15 @@ def plan_form() -> services.PlanSettings:
             "Set privacy by",
             {TARGET: _target_epsilon, SIGMA: _noise_multiplier},
             key="plan_mode",
-            help="Pick the ε you can afford (σ is calibrated to meet it), or pick σ and see the ε it gives.",
+            on_change=start_from_calibrated_sigma,
+            help="Pick the ε you can afford (σ is calibrated to meet it), or pick σ and see the ε it gives; σ starts "
+            "from the one calibrated for the target.",
         )
         st.caption(
             "The clipping norm C does not change ε: noise of std σ·C masks any one example's clipped gradient "
             "(norm ≤ C). C trades clipping bias against noise; set it on the Train page."
         )
-    return services.PlanSettings(
+    settings = services.PlanSettings(
         dataset_size=int(n),
         epochs=int(epochs),
         delta=float(delta),
@@ -98,27 +168,30 @@ def plan_form() -> services.PlanSettings:
         target_epsilon=target,
         noise_multiplier=sigma,
     )
+    share(settings, dataset, taken)
+    return settings
 
 
-def _one_of(label: str, inputs: dict[str, Callable[[], float]], *, key: str, help: str) -> tuple[float | None, ...]:
+def _one_of(
+    label: str, inputs: dict[str, Callable[[], float]], *, key: str, help: str, on_change: Callable | None = None
+) -> tuple[float | None, ...]:
     """A horizontal choice between ways of giving an input: the chosen way's widget value, None for the others."""
-    chosen = st.radio(label, list(inputs), key=key, persist_state=KEEP, horizontal=True, help=help)
+    chosen = st.radio(label, list(inputs), key=key, persist_state=KEEP, horizontal=True, on_change=on_change, help=help)
     return tuple(widget() if way == chosen else None for way, widget in inputs.items())
 
 
-def _at_least_one(label: str, *, value: int, step: int, key: str, help: str) -> int:
-    """A whole number of at least 1 (a count of examples)."""
-    return st.number_input(label, min_value=1, value=value, step=step, key=key, persist_state=KEEP, help=help)
+def _at_least_one(label: str, *, step: int, key: str, help: str) -> int:
+    """A whole number of at least 1 (a count of examples), starting at its default (`DEFAULTS`)."""
+    return st.number_input(label, min_value=1, step=step, key=key, persist_state=KEEP, help=help)
 
 
 def _lot_size() -> int:
-    return _at_least_one(LOT_SIZE, value=64, step=16, key="plan_lot_size", help=WAY_HELP[LOT_SIZE])
+    return _at_least_one(LOT_SIZE, step=16, key="plan_lot_size", help=WAY_HELP[LOT_SIZE])
 
 
 def _sampling_rate() -> float:
     return st.number_input(
         SAMPLING_RATE,
-        value=0.01,
         step=0.005,
         format="%.4f",
         key="plan_q",
@@ -128,17 +201,16 @@ def _sampling_rate() -> float:
 
 
 def _target_epsilon() -> float:
-    return st.select_slider(
-        TARGET, EPSILONS, value=3.0, key="plan_target_epsilon", persist_state=KEEP, help=WAY_HELP[TARGET]
-    )
+    """The slider's stops, and the target another page set between them (0.8 typed on the Train page)."""
+    stops = sorted({*EPSILONS, st.session_state["plan_target_epsilon"]})
+    return st.select_slider(TARGET, stops, key="plan_target_epsilon", persist_state=KEEP, help=WAY_HELP[TARGET])
 
 
 def _noise_multiplier() -> float:
     return st.number_input(
         SIGMA,
-        min_value=0.3,
-        max_value=500.0,
-        value=1.0,
+        min_value=SIGMA_RANGE[0],
+        max_value=SIGMA_RANGE[1],
         step=0.1,
         key="plan_sigma",
         persist_state=KEEP,
@@ -149,6 +221,7 @@ def _noise_multiplier() -> float:
 def headline(plan: services.PrivacyPlan) -> DeltaGenerator:
     """σ, T, q and ε by RDP (all instant); returns the slot for the tightest ε, which needs the slow accountants."""
     settings = plan.settings
+    st.session_state[CALIBRATED] = plan.noise_multiplier if plan.calibrated else None
     cols = st.columns(5)
     if plan.calibrated:
         cols[0].metric(

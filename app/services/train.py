@@ -31,6 +31,7 @@ class PlanPreview:
     """What a spec implies before anything trains, or the error that stops it from training."""
 
     error: str | None = None
+    error_field: str | None = None  # the spec key the error names (`SpecError.field`), None when it names none
     steps: int = 0
     sampling_rate: float = 0.0
     noise_multiplier: float = 0.0
@@ -75,7 +76,9 @@ def preview_plan(spec_json: str) -> PlanPreview:
         by_pld = None
         if "pld" in (plan.calibrated_by, plan.filled_by):  # the curve that meets the target: PLD's (~1 s)
             by_pld = accountant("pld").curve(plan.ledger(), delta=plan.delta, steps=pld_steps(plan.steps))
-    except (SpecError, DatasetError, PrivacyError) as exc:
+    except SpecError as exc:
+        return PlanPreview(error=str(exc), error_field=exc.field)
+    except (DatasetError, PrivacyError) as exc:
         return PlanPreview(error=str(exc))
     return PlanPreview(
         steps=plan.steps,

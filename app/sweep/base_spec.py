@@ -1,6 +1,10 @@
 """The Sweep page's base configuration: a compact form in the sidebar (its own widget keys, so it never
 disturbs the Train page's form), each widget with a one-sentence tooltip. Returns the raw base spec;
-the engine validates it with every grid point."""
+the engine validates it with every grid point.
+
+The form is part of the configuration the Plan, Train and Sweep pages share (`handoff.share`): it starts from what
+the other pages changed (each value its widgets can show: a number within the input's range, a model it offers)
+and publishes what changes here."""
 
 import json
 from collections.abc import Callable, Mapping
@@ -22,6 +26,9 @@ MODELS = {key: MODEL_TITLES[key] for key in ("logreg", "mlp")}  # the models a s
 PRIVACY_BY = {"target_epsilon": "Target ε", "noise_multiplier": "Noise multiplier σ"}
 KEEP = "session"  # every value survives a page switch
 REALS = ("epochs", "lr", "clip_norm", "delta", "target_epsilon", "noise_multiplier")  # typed as floats
+LAST_BASE = "sweep_base_last"  # the base spec of the previous run (σ mode starts from its calibrated σ)
+PENDING = "sweep_base_pending"  # shared values for inputs not drawn since (widget key → value)
+PRIVACY_WAYS = {"target": "target_epsilon", "fill": "target_epsilon", "sigma": "noise_multiplier"}  # shared → form
 
 
 def titled_choice(widget: Callable[..., Any], label: str, titles: Mapping[str, str], **options: Any) -> Any:
@@ -30,6 +37,54 @@ def titled_choice(widget: Callable[..., Any], label: str, titles: Mapping[str, s
 
 
 def base_form() -> dict[str, Any]:
+    """The base spec the sidebar describes, started from what the Plan and Train pages changed."""
+    taken = take_shared()
+    raw = _drawn_base_form()
+    shared = {name: raw[name] for name in handoff.SHARED_KEYS if name in raw}
+    if "clip_norm" in raw:  # a private gradient method: privacy set by a target ε or by σ
+        shared["privacy_by"] = "target" if "target_epsilon" in raw else "sigma"
+    handoff.share(handoff.SWEEP, shared, taken)
+    st.session_state[LAST_BASE] = raw
+    return raw
+
+
+def start_from_calibrated_sigma() -> None:
+    """On switching to σ: σ starts at the one calibrated for the base's target ε (`handoff.sigma_start`)."""
+    last = st.session_state.get(LAST_BASE) or {}
+    if st.session_state.get("sweep_base_privacy_by") != "noise_multiplier" or "target_epsilon" not in last:
+        return
+    preview = services.preview_plan(json.dumps(last, sort_keys=True))
+    if preview.error is None and preview.noise_multiplier > 0:
+        st.session_state["sweep_base_noise_multiplier"] = handoff.sigma_start(preview.noise_multiplier)
+
+
+def take_shared() -> dict[str, Any]:
+    """Take what another page changed: the choices this form offers at once, the numbers when their input is
+    drawn (`_pending`, within its range)."""
+    state = st.session_state
+    news = handoff.shared_news(handoff.SWEEP)
+    offered = {"dataset": DATASETS, "model": MODELS, "algorithm": ALGORITHM_TITLES}
+    pending = state.setdefault(PENDING, {})
+    for name, value in news.items():
+        if name in offered:
+            if value in offered[name]:
+                state[f"sweep_base_{name}"] = value
+        elif name == "privacy_by":
+            if value in PRIVACY_WAYS:
+                state["sweep_base_privacy_by"] = PRIVACY_WAYS[value]
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            pending[f"sweep_base_{name}"] = float(value) if name in REALS else value
+    return news
+
+
+def _pending(key: str, low: float, high: float, *, whole: bool = False) -> None:
+    """Set the input `key` to the value another page gave it, when that is within the input's range."""
+    value = st.session_state.get(PENDING, {}).pop(key, None)
+    if value is not None and low <= value <= high and (value == int(value) or not whole):
+        st.session_state[key] = int(value) if whole else float(value)
+
+
+def _drawn_base_form() -> dict[str, Any]:
     with st.sidebar:
         st.markdown("**Base configuration of the sweep**")
         if incoming := handoff.receive(handoff.SWEEP):
@@ -210,6 +265,7 @@ def _learner_base(dataset: str, algorithm: str) -> dict[str, Any]:
 
 def _whole(label: str, low: int, high: int, *, value: int, key: str, help: str) -> int:
     """A whole number from `low` to `high` (a count or a seed), starting at `value`."""
+    _pending(key, low, high, whole=True)
     st.session_state.setdefault(key, value)
     return int(st.number_input(label, low, high, key=key, persist_state=KEEP, help=help))
 
@@ -218,6 +274,7 @@ def _real(
     label: str, low: float, high: float, *, value: float, step: float, key: str, help: str, format: str | None = None
 ) -> float:
     """A real number from `low` to `high` starting at `value`, changed by `step` with the + and - buttons."""
+    _pending(key, low, high)
     st.session_state.setdefault(key, value)
     return float(st.number_input(label, low, high, step=step, format=format, key=key, persist_state=KEEP, help=help))
 
@@ -247,7 +304,9 @@ def _privacy() -> dict[str, Any]:
         horizontal=True,
         key="sweep_base_privacy_by",
         persist_state=KEEP,
-        help="Fix the ε to reach (σ is calibrated per run) or fix σ (ε follows); a swept one overrides.",
+        on_change=start_from_calibrated_sigma,
+        help="Fix the ε to reach (σ is calibrated per run) or fix σ (ε follows, starting from the σ calibrated for "
+        "the target); a swept one overrides.",
     )
     if by == "target_epsilon":
         value = _real(

@@ -126,7 +126,7 @@ def raw_spec(values: Mapping[str, Any], info: DatasetInfo | None = None, schema:
         raw |= {"wrn_depth": int(values["wrn_depth"]), "wrn_width": int(values["wrn_width"])}
     if values.get("features", "pixels") != "pixels" and values["features"] in features_for(info, algorithm):
         raw["features"] = values["features"]
-    if values.get("physical_batch_size", 0) > 0:  # 0: the whole lot in one pass
+    if values.get("physical_batch_size", 0) != 0:  # 0: the whole lot in one pass (the engine judges the rest)
         raw["physical_batch_size"] = int(values["physical_batch_size"])
     if values.get("ema_decay", 0.0) > 0:
         raw["ema_decay"] = float(values["ema_decay"])

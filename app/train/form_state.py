@@ -1,5 +1,9 @@
 """The Train form's session state: its keys (the pages share one session state), the values kept while a widget
-is hidden, the preset that fills them, and the widgets bound to a form field."""
+is hidden, the preset that fills them, and the widgets bound to a form field.
+
+A typed field takes any number: the engine's own validation (`parse_spec`, through the plan preview) judges it,
+and when it refuses the spec the reason is shown under the field it names (`field_note`, `show_refusal`), so a
+value out of range is never silently replaced by an older one."""
 
 import json
 from collections.abc import Mapping
@@ -8,7 +12,9 @@ from typing import Any
 import streamlit as st
 
 from app import services
+from app.common import handoff
 from app.common.safe_text import literal
+from app.train.form_spec import raw_spec
 from app.train.presets import (
     DEFAULT_PRESET,
     FORM_DEFAULTS,
@@ -23,6 +29,10 @@ from app.train.presets import (
 from engine.training.config.keys import RANGES
 
 PREFIX = "train_"  # session-state keys of this form: the pages share one session state
+OWN_VALUES = "own values"  # the preset picker's entry once a field differs from the chosen preset
+BASE_PRESET = "train_base_preset"  # the preset the form's own values were changed from
+FIELD_NOTES = "train_field_notes"  # this run's empty slot under each field: (slot, label) by form field
+LAST_MODE = "train_last_mode"  # how privacy was set in the previous run (σ starts from the calibration)
 ORIGIN = "train_origin"  # (where a new session's form values came from, those values), when not a preset
 LINK = "config"  # the query parameter that holds the form's configuration
 MAX_LINK_CHARS = 20_000
@@ -38,9 +48,25 @@ def field_value(name: str) -> Any:
 
 
 def apply_preset() -> None:
-    for name, value in form_values(PRESETS[st.session_state[key("preset")]].spec).items():
+    chosen = st.session_state[key("preset")]
+    if chosen == OWN_VALUES:  # picked by hand: the fields stay as they are
+        return
+    for name, value in form_values(PRESETS[chosen].spec).items():
         st.session_state[key(name)] = value
+    st.session_state[BASE_PRESET] = chosen
     st.session_state.pop(ORIGIN, None)
+
+
+def follow_edits() -> None:
+    """Before the preset picker is drawn: once a field differs from the chosen preset the picker says so (its
+    own-values entry), so choosing the preset again is a change that restores every field; back at the preset's
+    values, it names the preset again."""
+    state = st.session_state
+    chosen = state[key("preset")]
+    base = state.get(BASE_PRESET, DEFAULT_PRESET) if chosen == OWN_VALUES else chosen
+    state[BASE_PRESET] = base
+    current = {name: field_value(name) for name in FORM_DEFAULTS}
+    state[key("preset")] = base if form_values(PRESETS[base].spec) == current else OWN_VALUES
 
 
 def restore(spec: Mapping[str, Any] | None, origin: str) -> None:
@@ -99,16 +125,20 @@ def link_spec(raw: Mapping[str, Any]) -> str:
     return json.dumps({k: v for k, v in linked.items() if k not in ("schema", "data_sha256")}, separators=(",", ":"))
 
 
+def preset_title(name: str) -> str:
+    return "Your own values" if name == OWN_VALUES else name
+
+
 def preset_caption() -> str:
     """Under the preset: its source while the form still holds it, else where the form's values came from."""
     current = {name: field_value(name) for name in FORM_DEFAULTS}
     origin, values = st.session_state.get(ORIGIN, ("", None))
     if origin and values == current:
         return origin
-    preset = PRESETS[field_value("preset")]
-    if form_values(preset.spec) == current:
-        return preset.source
-    return "Changed from this preset: the fields below hold your own values."
+    if (chosen := field_value("preset")) != OWN_VALUES:
+        return PRESETS[chosen].source
+    base = st.session_state.get(BASE_PRESET, DEFAULT_PRESET)
+    return f"Changed from this preset ({base}): the fields below hold your own values; choose it again to restore it."
 
 
 def keep_values() -> None:
@@ -119,7 +149,7 @@ def keep_values() -> None:
     every run of the page keeps up to date), else from the run on screen (`?run=`), else from the default
     preset; `ORIGIN` says which, for the caption under the preset."""
     state = st.session_state
-    if key("preset") not in state:
+    if key("preset") not in state or state[key("preset")] not in (*PRESETS, OWN_VALUES):
         state[key("preset")] = DEFAULT_PRESET
         apply_preset()
         restore(*initial_spec())
@@ -147,26 +177,64 @@ def choice(widget, label: str, name: str, options: list, titles: dict[str, str],
 
 
 def number(label: str, name: str, *, step: float | int, help: str, format: str | None = None) -> None:
-    """A typed number for the form field `name`, any value in the engine's range for it (`RANGES`)."""
+    """A typed number for the form field `name`: the value typed is the value used (no widget bounds, which would
+    keep an older value); the engine's range for it (`RANGES`) is in the tooltip, and its reason under the field
+    when the value is outside."""
     allowed = RANGES[name]
-    low = allowed.low if not allowed.low_open else (1 if allowed.integer else min_open_value(name))
     st.number_input(
         label,
-        min_value=allowed.convert(low),
-        max_value=allowed.convert(allowed.high),
         step=allowed.convert(step),
         format=format,
         key=key(name),
         persist_state=KEEP,
         help=f"{help} Any value in {allowed.describe().removeprefix('a number in ').removeprefix('an integer in ')}.",
     )
+    field_note(name, label)
 
 
 def seed(*, help: str) -> None:
-    """The form's seed: any integer in [0, 2³¹ − 1]."""
-    st.number_input("Seed", 0, 2**31 - 1, key=key("seed"), persist_state=KEEP, help=help)
+    """The form's seed: any integer in [0, 2³¹ − 1] (the engine checks it)."""
+    st.number_input(
+        "Seed", step=1, key=key("seed"), persist_state=KEEP, help=f"{help} Any whole number in [0, 2³¹ − 1]."
+    )
+    field_note("seed", "Seed")
 
 
-def min_open_value(name: str) -> float:
-    """The smallest value a typed field accepts where the engine's range is open at 0."""
-    return {"delta": 1e-12}.get(name, 1e-4)
+def start_notes() -> None:
+    st.session_state[FIELD_NOTES] = {}
+
+
+def field_note(name: str, label: str, where: Any = st) -> None:
+    """An empty slot under the field `name` (labelled `label`) for the engine's reason when it refuses the field."""
+    st.session_state.setdefault(FIELD_NOTES, {})[name] = (where.empty(), label)
+
+
+NOTED_AS = {"audit": "audit_canaries", "lr_schedule": "lr_schedule", "hidden": "hidden"}  # spec key → form field
+
+
+def show_refusal(preview: services.PlanPreview) -> None:
+    """The engine's reason for refusing the spec, under the field it names (when the form has that field)."""
+    if preview.error is None or preview.error_field is None:
+        return
+    name = preview.error_field.split(".")[0]  # "lr_schedule.end_factor": the schedule's fields
+    noted = st.session_state.get(FIELD_NOTES, {}).get(NOTED_AS.get(name, name))
+    if noted is None:
+        return
+    slot, label = noted
+    reason = preview.error.split(": ", 1)[1] if ": " in preview.error else preview.error
+    slot.error(
+        f"**{literal(label)}**: {literal(reason)}. Train is disabled until it is changed.", icon=":material/block:"
+    )
+
+
+def start_from_calibrated_sigma() -> None:
+    """On leaving the target-ε mode for a fixed σ: σ starts at the one the plan calibrated for the target ε
+    (rounded up to three decimals, so ε stays within the target), not at an unrelated default."""
+    state = st.session_state
+    if state.get(LAST_MODE) != TARGET_MODE or field_value("mode") == TARGET_MODE:
+        return
+    chosen = services.training_datasets()[field_value("dataset")]
+    values = {name: field_value(name) for name in FORM_DEFAULTS} | {"mode": TARGET_MODE}
+    preview = services.preview_plan(json.dumps(raw_spec(values, chosen.info, chosen.schema), sort_keys=True))
+    if preview.error is None and preview.noise_multiplier > 0:
+        state[key("noise_multiplier")] = handoff.sigma_start(preview.noise_multiplier)

@@ -7,7 +7,7 @@ import streamlit as st
 
 from app import services
 from app.train import form_spec
-from app.train.form_state import KEEP, choice, field_value, key, number, seed, slider
+from app.train.form_state import KEEP, choice, field_note, field_value, key, number, seed, slider
 from app.train.presets import ANISO_MAX_RATIOS, ANISO_SMOOTHINGS, FORM_DEFAULTS, OPTIMIZERS, ROUNDS, THRESHOLDS
 from engine.privacy.auditing import CANARY_KINDS, audit_ceiling
 from engine.training.config.audit import AUDIT_CANARIES
@@ -87,15 +87,14 @@ def advanced() -> None:
         )
         st.number_input(
             "Physical batch size",
-            0,
-            1_000_000,
             step=64,
             key=key("physical_batch_size"),
             persist_state=KEEP,
             help="Examples per forward pass (0: the whole lot at once): a lot is split into batches whose clipped sums "
             "add up before the one noise draw, so the release and ε are the same; it bounds memory, which augmentation "
-            "multiplicity and wide models need. Any whole number in [0, 1,000,000].",
+            "multiplicity and wide models need. 0, or any whole number in [1, 1,000,000].",
         )
+        field_note("physical_batch_size", "Physical batch size")
         if algorithm == "aniso_dpsgd":
             choice(
                 st.radio,
@@ -122,18 +121,32 @@ def advanced() -> None:
             audit_fields()
 
 
-def fit_canaries() -> None:
-    """Ticking the audit starts it at min(the default count, the model's trainable coordinates): gradient canaries
-    take one coordinate each, so the default audit of any model trains (digits' logistic regression has 650). A
-    count typed later is kept as typed; one the model cannot take disables Train, saying why."""
-    if not field_value("audit"):
-        return
+CANARIES_FITTED = "train_canaries_fitted"  # the count the audit last started at for the model then chosen
+
+
+def fitted_canaries() -> int | None:
+    """The canary count that fits the chosen model: min(the default count, its trainable coordinates), at least the
+    smallest audit (gradient canaries take one coordinate each: digits' logistic regression has 650). None when
+    the spec is invalid without its audit (the engine's reason is shown by the field that is wrong)."""
     chosen = services.training_datasets()[field_value("dataset")]
     raw = form_spec.raw_spec({name: field_value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
     coordinates = services.model_coordinates(json.dumps(raw, sort_keys=True))
-    if coordinates is not None:
-        fitted = min(FORM_DEFAULTS["audit_canaries"], coordinates)
-        st.session_state[key("audit_canaries")] = max(AUDIT_CANARIES[0], fitted)
+    if coordinates is None:
+        return None
+    return max(AUDIT_CANARIES[0], min(FORM_DEFAULTS["audit_canaries"], coordinates))
+
+
+def follow_the_model() -> None:
+    """The canary count follows the chosen model while it is a default (the form's, or the count fitted to the
+    model before): a new model, a new width or PCA refit it; a count typed by hand is kept as typed, and one the
+    model cannot take disables Train with the engine's reason under the field."""
+    fitted = fitted_canaries()
+    if fitted is None:
+        return
+    state = st.session_state
+    if field_value("audit_canaries") in (FORM_DEFAULTS["audit_canaries"], state.get(CANARIES_FITTED)):
+        state[key("audit_canaries")] = fitted
+    state[CANARIES_FITTED] = fitted
 
 
 def audit_fields() -> None:
@@ -142,25 +155,25 @@ def audit_fields() -> None:
         "Audit ε with canaries",
         key=key("audit"),
         persist_state=KEEP,
-        on_change=fit_canaries,
         help="Adds canaries, each in the training data with probability ½, and scores them after training: how "
         "many memberships can be guessed gives ε̂, a lower bound on the true ε at 95% confidence (Steinke, Nasr "
         "& Jagielski 2023). It never changes ε; an ε̂ near ε would mean the bound is tight, one above it a bug.",
     )
     if not field_value("audit"):
         return
+    follow_the_model()
     low, high = AUDIT_CANARIES
     st.number_input(
         "Canaries m",
-        low,
-        high,
         step=100,
         key=key("audit_canaries"),
         persist_state=KEEP,
         help=f"More canaries can show a larger ε̂: m canaries never show more than their ceiling (at δ = 1e-5: "
         f"{audit_ceiling(100, delta=1e-5):.2f} for 100, {audit_ceiling(1000, delta=1e-5):.2f} for 1,000). "
-        f"Any whole number in [{low:,}, {high:,}].",
+        f"Any whole number in [{low:,}, {high:,}], and gradient canaries at most one per trainable coordinate of "
+        "the model (the count starts there).",
     )
+    field_note("audit_canaries", "Canaries m")
     choice(
         st.radio,
         "Canaries",

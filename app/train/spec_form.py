@@ -2,6 +2,7 @@
 one-sentence tooltip on what it does to privacy and accuracy), and the summary of what the configuration
 implies before anything trains. Widgets only describe a spec: nothing here starts training."""
 
+import json
 from typing import Any
 
 import streamlit as st
@@ -12,17 +13,25 @@ from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
 from app.train import form_spec
 from app.train.form_state import (
     KEEP,
+    LAST_MODE,
+    OWN_VALUES,
     apply_preset,
     carry,
     choice,
     coerce,
+    field_note,
     field_value,
+    follow_edits,
     keep_values,
     key,
     number,
     preset_caption,
+    preset_title,
     seed,
+    show_refusal,
     slider,
+    start_from_calibrated_sigma,
+    start_notes,
 )
 from app.train.more_fields import advanced, learner_fields
 from app.train.presets import (
@@ -36,6 +45,7 @@ from app.train.presets import (
     SIGMA_MODE,
     TARGET_MODE,
 )
+from app.train.shared_fields import share_spec, take_shared
 from app.train.technique_fields import accuracy_techniques, features_picker, wrn_fields
 from engine.training import DATASETS
 
@@ -55,10 +65,13 @@ def _chosen_dataset() -> services.TrainingDataset:
 
 
 def spec_form() -> dict[str, Any]:
-    """The sidebar form; returns the raw spec it describes (validated later, by the engine)."""
+    """The sidebar form; returns the raw spec it describes, after the engine's validation of it (the plan
+    preview) has put its reason for refusing it, if any, under the field it names."""
     keep_values()
     if incoming := handoff.receive(handoff.TRAIN):  # "Train this plan" on the Plan page
         carry(*incoming)
+    taken = take_shared()  # what the Plan or Sweep page changed since this form was drawn
+    start_notes()
     with st.sidebar:
         preset_picker()
         algorithm_picker()
@@ -74,17 +87,23 @@ def spec_form() -> dict[str, Any]:
             training()
             advanced()
     chosen = _chosen_dataset()
-    return form_spec.raw_spec({name: field_value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
+    raw = form_spec.raw_spec({name: field_value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
+    show_refusal(services.preview_plan(json.dumps(raw, sort_keys=True)))  # cached: the page shows the same preview
+    share_spec(raw, taken)
+    return raw
 
 
 def preset_picker() -> None:
+    follow_edits()
     st.selectbox(
         "Preset",
-        list(PRESETS),
+        [*PRESETS, OWN_VALUES],
         key=key("preset"),
         persist_state=KEEP,
         on_change=apply_preset,
-        help="Fills every field below with a configuration known to work; each field can still be changed.",
+        format_func=preset_title,
+        help="Fills every field below with a configuration known to work; each field can still be changed, and "
+        "choosing the preset again restores it.",
     )
     st.caption(preset_caption())
 
@@ -183,10 +202,12 @@ def privacy() -> None:
         key=key("mode"),
         persist_state=KEEP,
         horizontal=True,
+        on_change=start_from_calibrated_sigma,
         help="Pick the ε you can afford (σ is calibrated to meet it), or pick σ and see the ε it gives, or fill a "
         "budget: σ fixed and as many epochs as the target ε allows by the tightest accountant (the Epochs field is "
-        "then the most it may train).",
+        "then the most it may train). Leaving the target ε, σ starts from the one calibrated for it.",
     )
+    st.session_state[LAST_MODE] = field_value("mode")
     if field_value("mode") == FILL_MODE:
         number(
             "Target ε",
@@ -289,21 +310,19 @@ def training() -> None:
         left, right = st.columns(2)
         left.number_input(
             "to × lr",
-            0.01,
-            1.0,
             step=0.01,
             key=key("lr_end_factor"),
             persist_state=KEEP,
-            help="The final learning rate as a fraction of the first (Abadi et al.'s MNIST setting: 0.52).",
+            help="The final learning rate as a fraction of the first (Abadi et al.'s MNIST setting: 0.52). Any "
+            "value in (0, 10].",
         )
         right.number_input(
             "over epochs",
-            0.5,
-            1000.0,
             step=1.0,
             key=key("lr_decay_epochs"),
             persist_state=KEEP,
-            help="Epochs over which the rate decays linearly, then stays.",
+            help="Epochs over which the rate decays linearly, then stays. Any value in (0, 1000].",
         )
+        field_note("lr_schedule", "Learning-rate schedule")
     accuracy_techniques(_chosen_dataset().info)
     seed(help="Fixes the initialization; in the reproducible noise mode the whole spec fixes the lots and noise.")
