@@ -10,6 +10,7 @@ import streamlit as st
 
 from app import services
 from app.common import charts, report, run_actions, train_baseline
+from app.common.attack_view import attack_view
 from app.common.audit_note import audit_of, audit_text
 from app.common.headline import headline_numbers, is_private, number_text
 from app.common.headline import number_or_none as _number_or_none
@@ -232,7 +233,8 @@ def _progress(run: RunRecord, frame, total: int) -> None:
 
 
 def _privacy_details(run: RunRecord) -> None:
-    """Every accountant's final ε beside the reported one, and the plain-language privacy statement."""
+    """Every accountant's final ε beside the reported one, what that guarantee means for an attacker, and the
+    plain-language privacy statement."""
     result = run.result or {}
     epsilons = result.get("epsilons")
     if not isinstance(epsilons, dict) or not epsilons:
@@ -260,6 +262,7 @@ def _privacy_details(run: RunRecord) -> None:
             width="stretch",
             column_config={"reference": st.column_config.TextColumn(width="large")},
         )
+        attack_view(run, audit_of(result))
         if lines:  # the result's own text (an imported run's is the archive's): shown literally
             st.markdown("\n".join(f"- {literal(line)}" for line in lines))
         st.download_button(

@@ -8,6 +8,7 @@ from engine.privacy.accountants import ACCOUNTANTS, Panel
 from engine.privacy.accountants.curve import epsilon_text
 from engine.privacy.events import Sampling
 from engine.privacy.ledger import PrivacyLedger
+from engine.privacy.tradeoff import AttackBound, attack_sentence
 
 ADJACENCY = {
     NeighboringRelation.ADD_OR_REMOVE_ONE: "adding or removing one training example",
@@ -50,8 +51,10 @@ def privacy_statement(
     lot_size: int | None = None,
     sampling: Sampling = Sampling.POISSON,
     noise: str | None = None,
+    attack: AttackBound | None = None,
 ) -> PrivacyStatement:
-    """`noise`: the run's noise mode (a key of `NOISE`); None (a plan, no run) says nothing of it."""
+    """`noise`: the run's noise mode (a key of `NOISE`); None (a plan, no run) says nothing of it. `attack`: the
+    run's attack curve (`engine.privacy.tradeoff`), read at 1% false positives after the first line."""
     name, epsilon = panel.tightest()
     delta = panel.delta
     others = ", ".join(
@@ -62,6 +65,7 @@ def privacy_statement(
     lines = [
         f"Trained with ({epsilon:.3g}, {delta:.3g})-differential privacy, by the {ACCOUNTANTS[name].title} accountant "
         f"(the tightest of those that apply{': ' + others if others else ''}).",
+        *([] if attack is None else [attack_sentence(attack)]),
         f"Protected unit: one training example (example-level). Neighbouring datasets differ by "
         f"{ADJACENCY[ledger.neighboring]}; a person with several examples is protected as a group, more weakly.",
     ]

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.privacy import Panel, PrivacyLedger, panel, privacy_statement, rdp_curve
+from engine.privacy.tradeoff import attack_bound
 from engine.training.algorithms.aniso import DEFAULT_MAX_RATIO, DEFAULT_SMOOTHING, AnisoDPSGD, aniso_dpsgd_step
 from engine.training.algorithms.dpsgd import StepStats, dpsgd_step, noise_std
 from engine.training.algorithms.learners.training import train_learner
@@ -94,6 +95,7 @@ class TrainResult:
     stack: dict | None = None  # trained in a vectorized stack (`algorithms.stacked`): size, lead seed, joint ε
     audit: dict | None = None  # an audited run's canaries (`canaries.audited`): ε̂, its ceiling, the counts
     restart: dict | None = None  # a restarted run's earlier attempts and own ε (`TrainingPlan.restart`)
+    attack_bound: dict | None = None  # the highest TPR of any membership-inference attack at each FPR (`tradeoff`)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -357,12 +359,15 @@ def result_of(
     ledger = plan.ledger(steps_done)
     accounts = panel_of(ledger, plan.delta)
     lots = not plan.full_batch and plan.learner_step is None  # the learners draw no lots
+    tightest, epsilon = accounts.tightest()
+    attack = attack_bound(ledger, accountant=tightest, epsilon=epsilon, delta=plan.delta)
     statement = privacy_statement(
         ledger=ledger,
         panel=accounts,
         dataset_size=plan.n_train,
         lot_size=plan.lot_size if lots else None,
         noise=noise_mode(spec),
+        attack=attack,
     )
     restart = plan.restart(steps_done, epsilon=statement.epsilon, panel_of=panel_of)
     return TrainResult(
@@ -376,6 +381,7 @@ def result_of(
         order_at_edge=accounts.curves["rdp"].order_at_edge,
         privacy_statement=statement.text() + (f"\n{restart['sentence']}" if restart else ""),
         restart=restart,
+        attack_bound=attack.to_dict(),
     )
 
 

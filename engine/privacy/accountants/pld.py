@@ -217,7 +217,15 @@ def converged(coarse: float, fine: float, discretization: float) -> bool:
 def adaptive_epsilon(ledger: PrivacyLedger, *, delta: float) -> tuple[float, float]:
     """(ε, Δ): the smallest ε(δ) over the ladder of intervals tried, and the last (finest) interval tried.
     A rung too costly to compute ends the ladder (coarser rungs answered); if the first one is, `coarser_epsilon`
-    answers."""
+    answers. Memoized: a finished run asks again for its Δ (`engine.privacy.tradeoff`) after its panel."""
+    try:
+        return _adaptive_epsilon(ledger, delta)
+    except TypeError:  # a ledger that is not hashable
+        return _adaptive_epsilon.__wrapped__(ledger, delta)
+
+
+@functools.lru_cache(maxsize=32)
+def _adaptive_epsilon(ledger: PrivacyLedger, delta: float) -> tuple[float, float]:
     check_delta(delta)
     exact = gaussian.epsilons(ledger, delta=delta, steps=[ledger.steps])
     if exact is not None:
