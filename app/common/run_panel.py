@@ -11,7 +11,7 @@ import streamlit as st
 from app import services
 from app.common import charts, report, run_actions, train_baseline
 from app.common.audit_note import audit_of, audit_text
-from app.common.labels import ALGORITHM_NAMES, dataset_label
+from app.common.labels import ALGORITHM_NAMES, dataset_label, run_name
 from app.common.restart_note import restart_text
 from app.common.results import remaining_seconds
 from app.common.safe_text import literal, timestamp_text
@@ -107,8 +107,8 @@ def _poll(run_id: str, *, until_first_step: bool) -> None:
 def _run_body(run: RunRecord) -> None:
     icon, label = STATUS_BADGE[run.status]
     spec = run.spec
-    st.subheader(f"{icon} Run `{run.id}` · {label}")
-    st.caption(literal(spec_caption(spec)))
+    st.subheader(f"{icon} {literal(run_name(run))} · {label}")
+    st.caption(f"Run `{run.id}` · {literal(spec_caption(spec))}")
     if run.imported:
         st.info(IMPORTED_NOTE, icon=":material/move_to_inbox:")
     if run.error:

@@ -10,6 +10,7 @@ from typing import Any
 import streamlit as st
 
 from app import services
+from app.common.labels import run_name
 from app.common.results import finite_accuracy
 from app.common.safe_text import literal
 from cache import RunRecord, RunStatus, SweepRecord
@@ -83,7 +84,9 @@ def headline(sweep: SweepRecord, runs: list[RunRecord], slot) -> None:
         right.metric("Best run (test accuracy)", f"{best.result['test_accuracy']:.2%}" if best else "—")
         if caveat := release_caveat(sweep, runs):
             st.warning(caveat)
-        best_text = f"Best run so far: `{best.id}`. " if best else "No run has finished yet. "
+        best_text = (
+            f"Best run so far: {literal(run_name(best))} (`{best.id}`). " if best else "No run has finished yet. "
+        )
         st.caption(best_text + found.sentence())
 
 

@@ -679,6 +679,6 @@ def test_a_record_of_another_shape_still_gets_a_label_and_caption():
         cancel_requested=False,
     )
     assert spec_caption(spec) == "? · ? · ? · C=? · lot ? · ? epochs · lr ? · seed 1.5"
-    assert run_label(run) == "odd · ['not', 'text']/3 · ε ∞ (non-private) · acc –"
+    assert run_label(run) == "? · ? · seed 1.5 · ε ∞ (non-private) · acc – · odd"
     table = comparison_table([run])
     assert table.loc[0, "created"] == "?" and table.loc[0, "epsilon"] == "1"
