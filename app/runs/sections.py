@@ -157,7 +157,9 @@ def run_list() -> list[RunRecord]:
 
 def runs_table(runs: list[RunRecord], names: dict[str, str]) -> pd.DataFrame:
     """One row per run, its name first and its id last; a value a run does not have is a blank cell (text, so
-    that no cell reads "None" or "nan"), a non-private run's ε spent is ∞."""
+    that no cell reads "None" or "nan"), a non-private run's ε spent is ∞. The "imported" column only when a run
+    listed was imported."""
+    columns = [c for c in TABLE_COLUMNS if c != "imported" or any(r.imported for r in runs)]
     return pd.DataFrame(
         [
             {
@@ -178,7 +180,7 @@ def runs_table(runs: list[RunRecord], names: dict[str, str]) -> pd.DataFrame:
             }
             for r in runs
         ],
-        columns=TABLE_COLUMNS,
+        columns=columns,
     )
 
 
