@@ -148,9 +148,10 @@ def run_list() -> list[RunRecord]:
         selection_mode="single-row",
     )
     newest = f"the newest {len(shown):,} of " if len(shown) < len(matching) else ""
+    looked = f"the {len(runs):,} newest runs" if len(runs) == FETCHED_RUNS else f"{len(runs):,} runs"
     st.caption(
-        f"Showing {newest}{len(matching):,} of the {len(runs):,} newest runs. Click a row to open its run below; "
-        "the address bar then names it, so the link opens it too."
+        f"Showing {newest}{len(matching):,} of {looked}. Click a row to open its run below; the address bar then "
+        "names it, so the link opens it too."
     )
     return shown
 

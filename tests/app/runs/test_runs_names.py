@@ -178,6 +178,7 @@ def test_each_filter_narrows_the_list(home, store):
     at.number_input(key="runs_epsilon_low").set_value(2.0).run()
     at.number_input(key="runs_epsilon_high").set_value(3.0).run()
     assert listed(at) == ["dp-logreg-run"]
+    assert any(c.value.startswith("Showing 1 of 4 runs.") for c in at.caption)
     at.text_input(key="runs_search").set_value("no such run").run()
     assert not at.exception and any("No run matches" in i.value for i in at.info)
 
