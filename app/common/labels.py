@@ -39,7 +39,7 @@ MODEL_TITLES = {
     "wrn": "Wide ResNet (GroupNorm)",
 }
 
-IMPORTED_MARK = " · imported"  # ends the label of a run imported from an archive: computed elsewhere
+IMPORTED_MARK = " · imported"  # marks the label of a run imported from an archive: computed elsewhere
 
 
 def _number(value: Any, spec: str) -> str:
@@ -61,21 +61,22 @@ def sweep_name(sweep: SweepRecord) -> str:
 
 
 def run_label(run: RunRecord) -> str:
-    """How a run reads in a selection (plain text): id, data/model, ε spent and accuracy (or its status), and
-    whether it was imported."""
-    dataset = run.spec.get("dataset", "?")
-    shown = dataset_label(dataset) if isinstance(dataset, str) else dataset  # another shape: as it is
-    name = services.run_names().get(run.id)
-    base = f"{name + ' · ' if name else ''}{run.id} · {shown}/{run.spec.get('model', '?')}"
+    """How a run reads in a selection (plain text): its name, ε spent and accuracy (or its status), whether it was
+    imported, and last its id."""
+    base = run_name(run)
     mark = IMPORTED_MARK if run.imported else ""
     result = run.result if isinstance(run.result, dict) else None
     if result is None:
-        return f"{base} · {run.status.value}{mark}"
-    delta = run.spec.get("delta")
-    private = isinstance(delta, int | float) and not isinstance(delta, bool) and delta != 0
-    shown_epsilon = _number(finite_epsilon(run), ".2f") if private else "∞ (non-private)"
+        return f"{base} · {run.status.value}{mark} · {run.id}"
+    shown_epsilon = _number(finite_epsilon(run), ".2f") if is_private(run.spec) else "∞ (non-private)"
     status = "" if run.status is RunStatus.FINISHED else f" · {run.status.value}"
-    return f"{base} · ε {shown_epsilon} · acc {_number(result.get('test_accuracy'), '.3f')}{status}{mark}"
+    return f"{base} · ε {shown_epsilon} · acc {_number(result.get('test_accuracy'), '.3f')}{status}{mark} · {run.id}"
+
+
+def is_private(spec: dict[str, Any]) -> bool:
+    """A private run: its spec has a nonzero δ (a non-private baseline has none)."""
+    delta = spec.get("delta")
+    return isinstance(delta, int | float) and not isinstance(delta, bool) and delta != 0
 
 
 def dataset_label(dataset: Any) -> str:

@@ -20,7 +20,7 @@ def actions(run: RunRecord) -> None:
         args=(run.id,),
         placeholder="e.g. baseline, ε 3",
         help="Your own label for this run on every page and chart (the Compare legend, the run lists); it changes "
-        "nothing the run computed and is not exported.",
+        "nothing the run computed and travels with the run when you export it.",
     )
     if st.button(
         "Sweep around this run",

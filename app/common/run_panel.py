@@ -14,7 +14,7 @@ from app.common.attack_view import attack_view
 from app.common.audit_note import audit_of, audit_text
 from app.common.headline import headline_numbers, is_private, number_text
 from app.common.headline import number_or_none as _number_or_none
-from app.common.labels import ALGORITHM_NAMES, dataset_label
+from app.common.labels import ALGORITHM_NAMES, dataset_label, run_name
 from app.common.restart_note import restart_text
 from app.common.results import remaining_seconds
 from app.common.safe_text import literal, timestamp_text
@@ -110,8 +110,8 @@ def _poll(run_id: str, *, until_first_step: bool) -> None:
 def _run_body(run: RunRecord) -> None:
     icon, label = STATUS_BADGE[run.status]
     spec = run.spec
-    st.subheader(f"{icon} Run `{run.id}` · {label}")
-    st.caption(literal(spec_caption(spec)))
+    st.subheader(f"{icon} {literal(run_name(run))} · {label}")
+    st.caption(f"Run `{run.id}` · {literal(spec_caption(spec))}")
     if run.imported:
         st.info(IMPORTED_NOTE, icon=":material/move_to_inbox:")
     if run.error:

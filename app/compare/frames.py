@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from app.common.cells import table_cell
-from app.common.labels import dataset_label, run_label
+from app.common.labels import dataset_label, run_label, run_name
 from app.common.results import finite_accuracy, finite_epsilon
 from app.common.safe_text import csv_bytes, timestamp_text
 from cache import RunRecord, RunStatus
@@ -72,21 +72,22 @@ def cell_text(value: Any) -> Any:
     return "" if value is None else value
 
 
-OWN_COLUMNS = ("run", "status", "imported", "created", "engine_version", "error")
+OWN_COLUMNS = ("name", "run", "status", "imported", "created", "engine_version", "error")
 
 
 def comparison_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
-    """One row per run: id, status, whether it was imported, data, model and algorithm, the headline results
-    (ε spent, test accuracy), every other spec key any of them has (this engine's in the spec's order, then any
-    other), every other result field (the ε of each accountant as `epsilon_<name>`), then when and by which
-    engine it ran. A field a record holds under a name the table already uses is left out."""
+    """One row per run: its readable name, id, status, whether it was imported, data, model and algorithm, the
+    headline results (ε spent, test accuracy), every other spec key any of them has (this engine's in the spec's
+    order, then any other), every other result field (the ε of each accountant as `epsilon_<name>`), then when
+    and by which engine it ran. A field a record holds under a name the table already uses is left out."""
     known = (*FIRST_SPEC_KEYS, *ALL_KEYS)
     others = sorted({k for run in runs for k in run.spec if k not in known and k not in (*OWN_COLUMNS, *HEADLINE)})
     spec_keys = [*dict.fromkeys(k for k in known if any(k in run.spec for run in runs)), *others]
     rows = []
     for run in runs:
         result = run.result if isinstance(run.result, dict) else {}
-        row: dict[str, Any] = {"run": run.id, "status": run.status.value, "imported": run.imported}
+        row: dict[str, Any] = {"name": run_name(run), "run": run.id, "status": run.status.value}
+        row["imported"] = run.imported
         row |= {key: table_cell(run.spec.get(key)) for key in spec_keys if key in FIRST_SPEC_KEYS}
         row["dataset"] = dataset_label(run.spec.get("dataset"))
         row |= {key: table_cell(result.get(key)) for key in HEADLINE}
@@ -109,7 +110,7 @@ def comparison_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def differing_columns(table: pd.DataFrame, *, keep: Sequence[str] = ("run",)) -> pd.DataFrame:
+def differing_columns(table: pd.DataFrame, *, keep: Sequence[str] = ("name", "run")) -> pd.DataFrame:
     """The table without the columns every row agrees on (`keep` stays)."""
     varies = [c for c in table.columns if c in keep or table[c].astype(str).nunique(dropna=False) > 1]
     return table[varies]

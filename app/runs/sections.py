@@ -1,6 +1,7 @@
 """The Runs page's sections: worker health, run counts, the queue with its cancel buttons, every run filtered by
 status, and one run opened with its status history, error and charts."""
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -9,11 +10,30 @@ import streamlit as st
 
 from app import services
 from app.common import run_panel
-from app.common.labels import dataset_label, run_label
+from app.common.labels import ALGORITHM_NAMES, dataset_label, run_label, run_name
 from app.common.safe_text import literal, timestamp_text
+from app.runs.filters import algorithm_of, filter_form, model_of, spent_epsilon
 from cache import RunRecord, RunStatus, StoreError
+from engine.privacy import epsilon_text
 
 QUEUE_ROWS = 20  # queued runs listed with a cancel button; the rest are counted
+FETCHED_RUNS = 1000  # the newest runs the search and filters look through
+LISTED_ROWS = 200  # the matching runs the table lists
+TABLE_COLUMNS = [
+    "name",
+    "status",
+    "created",
+    "dataset",
+    "model",
+    "algorithm",
+    "target ε",
+    "ε spent",
+    "test accuracy",
+    "steps",
+    "imported",
+    "error",
+    "id",
+]
 TERMINAL = [RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED]
 
 LISTED = "runs_listed"  # the ids of the runs table's rows, in order, for a click on a row
@@ -77,8 +97,7 @@ def queue() -> None:
             where = f"running on {literal(run.worker or '?')} · step {run.progress_step}/{run.total_steps or '?'}"
         else:
             where = f"#{position} in the queue · submitted {when(run.created_at)}"
-        data = literal(f"{dataset_label(run.spec.get('dataset'))}/{run.spec.get('model', '?')}")
-        text.markdown(f"`{run.id}` · {data} · {where}")
+        text.markdown(f"**{literal(run_name(run))}** · `{run.id}` · {where}")
         button.button(
             "Cancel",
             key=f"runs_cancel::{run.id}",
@@ -106,50 +125,125 @@ def queue() -> None:
 
 
 def run_list() -> list[RunRecord]:
-    """Every run (newest first) in the statuses picked; returns the runs shown."""
+    """Every run (newest first) that matches the search and filters; returns the runs shown."""
     st.subheader("All runs")
-    picked = st.multiselect(
-        "Statuses",
-        [s.value for s in RunStatus],
-        default=[],
-        key="runs_filter",
-        placeholder="All statuses",
-        help="Show only runs in these statuses; none picked shows every run.",
-    )
-    runs = services.runs_with_status([RunStatus(s) for s in picked] or list(RunStatus))
+    runs = services.runs_with_status(list(RunStatus), limit=FETCHED_RUNS)
     if not runs:
-        st.info("No runs yet: launch one from the Train page." if not picked else "No run has these statuses.")
+        st.info("No runs yet: launch one from the Train page.")
         return []
-    table = pd.DataFrame(
-        [
-            {
-                "run": r.id,
-                "status": r.status.value,
-                "created": when(r.created_at),
-                "dataset": dataset_label(r.spec.get("dataset")),
-                "model": r.spec.get("model", "?"),
-                "target ε": r.spec.get("target_epsilon"),
-                "ε spent": (r.result or {}).get("epsilon"),
-                "test accuracy": (r.result or {}).get("test_accuracy"),
-                "steps": f"{r.progress_step}/{r.total_steps or '?'}",
-                "imported": r.imported,
-                "error": r.error
-                or (f"no heartbeat for {age:.0f} s" if (age := services.heartbeat_age(r)) and age > 10 else ""),
-            }
-            for r in runs
-        ]
-    )
-    st.session_state[LISTED] = [r.id for r in runs]
+    chosen = filter_form(runs)
+    names = {r.id: run_name(r) for r in runs}
+    matching = [r for r in runs if chosen.keeps(r, names[r.id])]
+    if not matching:
+        st.info("No run matches the search and filters.")
+        return []
+    shown = matching[:LISTED_ROWS]
+    st.session_state[LISTED] = [r.id for r in shown]
     st.container(key="runs-list").dataframe(
-        table,
+        runs_table(shown, names),
         hide_index=True,
         width="stretch",
         key="runs_table",
         on_select=_open_selected,
         selection_mode="single-row",
     )
-    st.caption("Click a row to open its run below; the address bar then names it, so the link opens it too.")
-    return runs
+    newest = f"the newest {len(shown):,} of " if len(shown) < len(matching) else ""
+    looked = f"the {len(runs):,} newest runs" if len(runs) == FETCHED_RUNS else f"{len(runs):,} runs"
+    st.caption(
+        f"Showing {newest}{len(matching):,} of {looked}. Click a row to open its run below; the address bar then "
+        "names it, so the link opens it too."
+    )
+    return shown
+
+
+def runs_table(runs: list[RunRecord], names: dict[str, str]) -> pd.DataFrame:
+    """One row per run, its name first and its id last; a value a run does not have is a blank cell (text, so
+    that no cell reads "None" or "nan"), a non-private run's ε spent is ∞. The "imported" column only when a run
+    listed was imported."""
+    columns = [c for c in TABLE_COLUMNS if c != "imported" or any(r.imported for r in runs)]
+    return pd.DataFrame(
+        [
+            {
+                "name": names[r.id],
+                "status": r.status.value,
+                "created": when(r.created_at),
+                "dataset": dataset_label(r.spec.get("dataset")),
+                "model": model_of(r),
+                "algorithm": ALGORITHM_NAMES.get(algorithm_of(r), algorithm_of(r)),
+                "target ε": _number_text(r.spec.get("target_epsilon"), ".4g"),
+                "ε spent": "" if (spent := spent_epsilon(r)) is None else epsilon_text(spent, ".4g"),
+                "test accuracy": _number_text((r.result or {}).get("test_accuracy"), ".3f"),
+                "steps": f"{r.progress_step}/{r.total_steps}" if r.total_steps else "",
+                "imported": r.imported,
+                "error": r.error
+                or (f"no heartbeat for {age:.0f} s" if (age := services.heartbeat_age(r)) and age > 10 else ""),
+                "id": r.id,
+            }
+            for r in runs
+        ],
+        columns=columns,
+    )
+
+
+def _number_text(value: Any, spec: str) -> str:
+    """A finite number formatted; a blank for anything else (none, text, NaN)."""
+    usable = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return format(value, spec) if usable else ""
+
+
+def delete_section(runs: list[RunRecord]) -> None:
+    """Delete runs listed above, after ticking a confirmation; the store's own rule says which cannot go (queued
+    and running runs)."""
+    if notice := st.session_state.pop("runs_delete_notice", None):
+        kind, text = notice
+        (st.success if kind == "success" else st.error)(text, icon=":material/delete:")
+    listed = {r.id for r in runs}
+    kept = [i for i in st.session_state.get("runs_delete_ids", []) if i in listed]
+    st.session_state["runs_delete_ids"] = kept  # a run no longer listed is no longer picked
+    with st.expander("Delete runs", expanded=bool(kept)):
+        chosen = pick_runs(
+            st.multiselect,
+            "Runs to delete",
+            runs,
+            key="runs_delete_ids",
+            help="Pick runs listed above to delete them with their metrics and status history. Queued and running "
+            "runs cannot be deleted: cancel them first.",
+        )
+        if not chosen:
+            return
+        problem = services.why_not_deletable(list(chosen))
+        if problem:
+            st.error(f"Cannot delete the selection: {literal(problem)}")
+        confirmed = st.checkbox(
+            f"Yes, permanently delete the {len(chosen)} selected run(s) with their metrics",
+            key="runs_confirm_delete",
+            disabled=problem is not None,
+            help="Deleting cannot be undone: export the runs below first if you may need them.",
+        )
+        st.button(
+            "Delete selected runs",
+            key="runs_delete",
+            disabled=problem is not None or not confirmed,
+            on_click=_delete,
+            args=(list(chosen),),
+            icon=":material/delete:",
+            help="Delete the selected runs from the store (tick the confirmation first).",
+        )
+
+
+def _delete(run_ids: list[str]) -> None:
+    names = {r.id: run_name(r) for r in services.runs_with_status(list(RunStatus), limit=FETCHED_RUNS)}
+    try:
+        count = services.delete_stored_runs(run_ids)
+    except StoreError as exc:
+        st.session_state["runs_delete_notice"] = ("error", f"Nothing was deleted: {literal(exc)}")
+        return
+    st.session_state["runs_delete_ids"] = []
+    st.session_state["runs_confirm_delete"] = False
+    if st.session_state.get("open_run") in run_ids:
+        del st.session_state["open_run"]
+    deleted = ", ".join(f"{literal(names.get(i, i))} (`{i}`)" for i in run_ids)
+    st.session_state["runs_delete_notice"] = ("success", f"Deleted {count} run(s): {deleted}.")
 
 
 def _open_selected() -> None:
@@ -163,8 +257,11 @@ def _open_selected() -> None:
 def opened_run(runs: list[RunRecord]) -> None:
     """A run's charts and error (the run panel), then its status history. The open run is kept in the URL
     (`?run=`), and a link that names one opens it."""
+    listed = {r.id for r in runs}
+    if st.session_state.get("open_run") not in (None, *listed):
+        del st.session_state["open_run"]  # filtered out or deleted: the first run listed opens
     linked = st.query_params.get("run")
-    if "open_run" not in st.session_state and linked in {r.id for r in runs}:
+    if "open_run" not in st.session_state and linked in listed:
         st.session_state["open_run"] = linked
     chosen = pick_runs(
         st.selectbox,

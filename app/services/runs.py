@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.services.store import get_store
+from app.services.store import forget_run_names, get_store
 from cache import RunEvent, RunRecord, RunStatus
 from cache.archive.format import ArchiveError
 from cache.store.maintenance import size_report
@@ -89,4 +89,6 @@ def import_run_archive(data: bytes, *, serve_from_cache: bool = False) -> Import
     """Import every run of an archive in one transaction (ArchiveError, StoreError: the store is unchanged).
     `serve_from_cache`: the user's choice to let the archive's finished runs answer identical submissions here
     (cache hits, marked imported); by default they are kept as records only."""
-    return import_runs(get_store(), data, serve_from_cache=serve_from_cache)
+    report = import_runs(get_store(), data, serve_from_cache=serve_from_cache)
+    forget_run_names()  # the archive's runs come with their names
+    return report

@@ -75,10 +75,21 @@ def metrics_frame(run_id: str) -> pd.DataFrame:
     return api.metrics(run_id, store=get_store())
 
 
-@st.cache_data(ttl=2, show_spinner=False)
 def run_names() -> dict[str, str]:
-    """The names users gave their runs, by run id (read at most every 2 s; a rename clears it at once)."""
-    return get_store().run_names()
+    """The names users gave their runs, by run id (read at most every 2 s; a rename or an import clears it at
+    once)."""
+    return _run_names_at(str(store_path()))
+
+
+@st.cache_data(ttl=2, show_spinner=False)
+def _run_names_at(path: str) -> dict[str, str]:
+    """The names of the store at `path` (the key: another data home never reads this one's names)."""
+    return _store_at(path).run_names()
+
+
+def forget_run_names() -> None:
+    """Read the names again on their next use (after they changed)."""
+    _run_names_at.clear()
 
 
 def set_run_name(run_id: str, name: str) -> str:
@@ -87,5 +98,5 @@ def set_run_name(run_id: str, name: str) -> str:
     if (problem := text_problem(name)) is not None:
         raise StoreError(f"name: {problem}")
     kept = get_store().set_run_name(run_id, name)
-    run_names.clear()
+    forget_run_names()
     return kept

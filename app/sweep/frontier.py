@@ -76,15 +76,18 @@ def grid_table(
     sweep: SweepRecord,
     runs: Mapping[str, RunRecord],
     live: Mapping[str, tuple[float | None, float | None]] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Every run of the sweep in grid order: its point, status, progress and result; a running run's ε and test
-    accuracy so far from `live` (run id → (ε by RDP after the steps taken, latest test accuracy))."""
-    rows, live = [], live or {}
+    """Every run of the sweep in grid order: its name (from `names`, run id → readable name), point, status,
+    progress and result; a running run's ε and test accuracy so far from `live` (run id → (ε by RDP after the
+    steps taken, latest test accuracy))."""
+    rows, live, names = [], live or {}, names or {}
     for run_id, point in zip(sweep.run_ids, sweep.points, strict=True):
         run = runs.get(run_id)
         result = (run.result or {}) if run else {}
         epsilon_so_far, accuracy_so_far = live.get(run_id, (None, None))
-        row: dict[str, Any] = {"run": run_id, "status": run.status.value if run else "deleted"}
+        row: dict[str, Any] = {"name": names.get(run_id, ""), "run": run_id}
+        row["status"] = run.status.value if run else "deleted"
         row |= {label(key): table_cell(value) for key, value in (point.items() if isinstance(point, dict) else ())}
         row |= {
             "ε spent": (finite_epsilon(run) if run else None) if run_id not in live else epsilon_so_far,

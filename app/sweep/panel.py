@@ -12,6 +12,7 @@ import streamlit as st
 
 from app import services
 from app.common import charts, report
+from app.common.labels import run_name, sweep_name
 from app.common.safe_text import literal
 from app.common.train_baseline import majority_floor
 from app.sweep import release
@@ -43,7 +44,8 @@ FRONTIER_NOTE = (
 
 
 def sweep_label(sweep: SweepRecord) -> str:
-    return f"{sweep.name or 'unnamed sweep'} · {sweep.id} · {len(sweep.run_ids)} runs"
+    """How a sweep reads in its picker: its name, how many runs, and last its id."""
+    return f"{sweep_name(sweep)} · {len(sweep.run_ids)} runs · {sweep.id}"
 
 
 def stacks_text(runs: list[RunRecord]) -> str | None:
@@ -97,7 +99,7 @@ def _sweep_body(sweep: SweepRecord, runs: list[RunRecord], spread: str) -> None:
     live = {run.id: latest_values(services.metrics_frame(run.id)) for run in runs if run.status is RunStatus.RUNNING}
     log_x = log_epsilon_axis([plan.epsilon if plan.private and not plan.error else None for plan in plans.values()])
     figure = _frontier(sweep, by_id, spread, running_points(sweep, live), log_x=log_x)
-    table = grid_table(sweep, by_id, live)
+    table = grid_table(sweep, by_id, live, names={run.id: run_name(run) for run in runs})
     st.dataframe(table, hide_index=True, width="stretch")
     if live:
         st.caption(

@@ -85,7 +85,9 @@ def headline(sweep: SweepRecord, runs: list[RunRecord], slot) -> None:
         right.metric("Best run (test accuracy)", f"{best.result['test_accuracy']:.2%}" if best else "—")
         if caveat := release_caveat(sweep, runs):
             st.warning(caveat)
-        best_text = f"Best run so far: `{best.id}`. " if best else "No run has finished yet. "
+        best_text = (
+            f"Best run so far: {literal(run_name(best))} (`{best.id}`). " if best else "No run has finished yet. "
+        )
         st.caption(best_text + found.sentence())
 
 

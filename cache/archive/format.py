@@ -9,7 +9,8 @@ Members (format "dplab-runs", version 1), JSON and numbers only, never pickle:
   An archive without them is read as holding its runs' diagnostics whenever it includes metrics (what
   every export did before);
 - `runs.json`: a list of run objects (id, cache_key, engine_version, status, spec, plan, result,
-  error, created_at, started_at, finished_at, progress_step, total_steps, attempts, events);
+  error, created_at, started_at, finished_at, progress_step, total_steps, attempts, events, and, for a
+  run its user named, that name: optional, so older archives still read);
 - `metrics/<run id>.csv`: header `step,name,value`, one row per stored metric value;
 - `sweeps.json` (optional): sweeps, each with its members (position, run_id, point).
 
@@ -30,6 +31,7 @@ from functools import partial
 from typing import Any
 
 from cache.archive.csv_cells import METRIC_NAME
+from cache.store.names import MAX_NAME_CHARS
 from cache.store.records import TERMINAL, RunEvent, RunRecord, RunStatus
 
 FORMAT_NAME = "dplab-runs"
@@ -68,10 +70,11 @@ class ArchivedRun:
     total_steps: int | None
     attempts: int
     events: tuple[RunEvent, ...] = ()
+    name: str | None = None  # the name its user gave it: a label, never part of what it computed
 
     @classmethod
-    def from_record(cls, run: RunRecord, events: Sequence[RunEvent]) -> "ArchivedRun":
-        return cls(**{k: getattr(run, k) for k in RUN_FIELDS if k != "events"}, events=tuple(events))
+    def from_record(cls, run: RunRecord, events: Sequence[RunEvent], name: str | None = None) -> "ArchivedRun":
+        return cls(**{k: getattr(run, k) for k in RUN_FIELDS if k != "events"}, events=tuple(events), name=name)
 
     def to_json(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in RUN_FIELDS if k != "events"} | {"status": self.status.value}
@@ -79,7 +82,7 @@ class ArchivedRun:
             {"seq": e.seq, "at": e.at, "status": e.status.value, "worker": e.worker, "detail": e.detail}
             for e in self.events
         ]
-        return out | {"events": events}
+        return out | {"events": events} | ({"name": self.name} if self.name else {})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,7 +139,7 @@ def check_run(raw: Any, where: str) -> ArchivedRun:
     """A run object of runs.json, checked field by field."""
     if isinstance(raw, dict) and "id" in raw:
         where = f"{where} (id {_id(raw['id'], f'{where}: id')})"
-    obj = check_fields(raw, where, RUN_FIELDS)
+    obj = check_fields(raw, where, RUN_FIELDS, RUN_OPTIONAL)
     seqs = [e["seq"] for e in obj["events"]]
     if seqs != sorted(set(seqs)):
         raise ArchiveError(f"{where}: events: seq must increase from one event to the next; got {seqs[:20]}")
@@ -348,6 +351,7 @@ RUN_FIELDS: dict[str, Check] = {
     "attempts": _int,
     "events": partial(_list, item=partial(check_fields, checks=EVENT_FIELDS)),
 }
+RUN_OPTIONAL: dict[str, Check] = {"name": partial(_text, limit=MAX_NAME_CHARS)}
 MEMBER_FIELDS: dict[str, Check] = {"position": _int, "run_id": _id, "point": _tree}
 SWEEP_FIELDS: dict[str, Check] = {
     "id": _id,

@@ -55,7 +55,8 @@ def archive_runs(
                     (run_id, f"{record.status.value}: only finished, failed and cancelled runs are exported")
                 )
                 continue
-            runs.append(ArchivedRun.from_record(record, read_events(db, run_id)))
+            named = db.execute("SELECT name FROM run_names WHERE run_id = ?", (run_id,)).fetchone()
+            runs.append(ArchivedRun.from_record(record, read_events(db, run_id), name=named[0] if named else None))
             if include_metrics:
                 metrics[run_id] = every_metric(db, run_id)
     kept = {r.id for r in runs}
@@ -149,7 +150,7 @@ def insert_runs(
 
 
 def insert_archived_run(db: sqlite3.Connection, run: ArchivedRun) -> None:
-    """An archived run, marked imported, with its status history."""
+    """An archived run, marked imported, with its status history and the name its user gave it."""
     insert_run_row(
         db,
         run_id=run.id,
@@ -169,3 +170,5 @@ def insert_archived_run(db: sqlite3.Connection, run: ArchivedRun) -> None:
         imported=True,
     )
     insert_events(db, run.id, run.events)
+    if run.name:
+        db.execute("INSERT OR REPLACE INTO run_names (run_id, name) VALUES (?, ?)", (run.id, run.name))

@@ -1,5 +1,5 @@
 """The names users give their runs (`run_names`): kept beside the run records, never part of a run's spec,
-result or cache key (a name changes nothing a run computed), and not exported."""
+result or cache key (a name changes nothing a run computed); a run's name travels with it in an export."""
 
 import sqlite3
 from collections.abc import Iterable

@@ -10,6 +10,7 @@ import time
 from cache import RunRecord, RunStatus, Store
 from engine.cli.common import CliError, bounded, emit, read_json_file
 from engine.jobs import settings
+from engine.jobs.naming import generated_run_name, generated_sweep_name
 from engine.jobs.options import split_job_options
 from engine.jobs.queue import answer_from_store, new_run, submit
 from engine.jobs.recording import RunRecorder
@@ -21,7 +22,7 @@ from engine.jobs.workers.datasets import LoadedDatasets
 from engine.jobs.workers.worker import Heartbeat, Worker
 from engine.privacy import epsilon_text
 from engine.privacy.accountants.curve import epsilons_as_inf, is_epsilon_name, unbounded_as_inf
-from engine.privacy.limits import NumberRange, brief
+from engine.privacy.limits import NumberRange
 from engine.training import load_dataset, parse_spec, plan_spec
 from engine.training.config.plan import budget_fill_text
 from engine.training.config.text import text_problem
@@ -124,7 +125,9 @@ def cmd_sweep(args: argparse.Namespace, store: Store) -> None:
         emit(submission.to_dict() | {"release_best": privacy.to_dict()})
     else:
         counts = f"{submission.created} queued, {submission.cached} cached, {submission.existing} already queued"
-        print(f"sweep {submission.sweep_id}: {len(submission.run_ids)} runs ({counts}){_stacks_note(submission)}")
+        name = " ".join((store.get_sweep(submission.sweep_id).name or generated_sweep_name(raw)).split())[:120]
+        runs_text = f"{len(submission.run_ids)} runs ({counts}){_stacks_note(submission)}"
+        print(f"sweep {submission.sweep_id} ({name}): {runs_text}")
         print(privacy.sentence())
 
 
@@ -178,8 +181,9 @@ def cmd_runs(args: argparse.Namespace, store: Store) -> None:
     if args.json:
         emit([shown_summary(r) for r in runs])
         return
+    names = store.run_names()
     for r in runs:
-        print(run_line(r))
+        print(run_line(r, name=names.get(r.id)))
 
 
 def _shown(value: object, spec: str) -> str:
@@ -187,8 +191,9 @@ def _shown(value: object, spec: str) -> str:
     return format(value, spec) if isinstance(value, int | float) and not isinstance(value, bool) else "?"
 
 
-def run_line(r: RunRecord) -> str:
-    """One run of `runs`: id, status, when, data/model, ε and accuracy (or progress), imported, error."""
+def run_line(r: RunRecord, *, name: str | None = None) -> str:
+    """One run of `runs`: id, status, when, its name (`name`, the one the user gave it, else one generated from
+    its spec: data, model, what sets its privacy, seed), ε and accuracy (or progress), imported, error."""
     summary = ""
     if isinstance(r.result, dict):
         spent = r.result.get("epsilon")
@@ -199,9 +204,9 @@ def run_line(r: RunRecord) -> str:
     elif r.status is RunStatus.RUNNING and r.total_steps:
         summary = f"step {r.progress_step}/{r.total_steps}"
     created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at))
-    data = f"{brief(r.spec.get('dataset', '?'), 60)}/{brief(r.spec.get('model', '?'), 30)}".replace("'", "")
+    shown = " ".join((name or generated_run_name(r.spec)).split())[:120]
     error = " ".join((r.error or "").split())[:200]
-    return f"{r.id}  {r.status.value:9}  {created}  {data}  {summary}{'  imported' * r.imported}  {error}".rstrip()
+    return f"{r.id}  {r.status.value:9}  {created}  {shown}  {summary}{'  imported' * r.imported}  {error}".rstrip()
 
 
 def shown_summary(run: RunRecord) -> dict:

@@ -9,6 +9,8 @@ record's key; a name is for people and need not be unique. Pure functions of a s
 from collections.abc import Mapping
 from typing import Any
 
+from engine.training.datasets.tabular_csv import CSV_PREFIX
+
 ALGORITHM_SHORT = {  # the algorithm as a name part, for every algorithm but DP-SGD (the default: not named)
     "noisy_gd": "noisy GD",
     "aniso_dpsgd": "anisotropic DP-SGD",
@@ -18,6 +20,16 @@ ALGORITHM_SHORT = {  # the algorithm as a name part, for every algorithm but DP-
     "rwm_linear": "linear learner",
 }
 SEPARATOR = " · "
+UPLOAD_TITLE = "uploaded CSV"  # an upload's part when its own label is not known here: never its path
+
+
+def _dataset(dataset: Any, title: str | None) -> str:
+    """The dataset as a name part: `title` when given, a registered dataset by its name, an upload generically."""
+    if title:
+        return title
+    if not isinstance(dataset, str):
+        return "?"
+    return UPLOAD_TITLE if dataset.startswith(CSV_PREFIX) else dataset
 
 
 def _number(value: Any) -> str | None:
@@ -32,8 +44,7 @@ def _number(value: Any) -> str | None:
 
 def generated_run_name(spec: Mapping[str, Any], *, dataset_title: str | None = None) -> str:
     """A run's name from its spec (`dataset_title`: how its dataset reads, e.g. an upload's label)."""
-    dataset = spec.get("dataset")
-    parts = [dataset_title or (dataset if isinstance(dataset, str) else "?")]
+    parts = [_dataset(spec.get("dataset"), dataset_title)]
     model = spec.get("model")
     parts.append(model if isinstance(model, str) else "?")
     algorithm = spec.get("algorithm")
@@ -54,10 +65,9 @@ def generated_run_name(spec: Mapping[str, Any], *, dataset_title: str | None = N
 def generated_sweep_name(sweep_spec: Mapping[str, Any], *, dataset_title: str | None = None) -> str:
     """A sweep's name from its grid spec: its base's data and model, and the keys its grid varies."""
     base = sweep_spec.get("base") if isinstance(sweep_spec.get("base"), Mapping) else {}
-    dataset = base.get("dataset")
     model = base.get("model")
     grid = sweep_spec.get("grid") if isinstance(sweep_spec.get("grid"), Mapping) else {}
-    parts = [dataset_title or (dataset if isinstance(dataset, str) else "?"), model if isinstance(model, str) else "?"]
+    parts = [_dataset(base.get("dataset"), dataset_title), model if isinstance(model, str) else "?"]
     if grid:
         parts.append(" × ".join(str(key) for key in grid))
     if isinstance(sweep_spec.get("search"), Mapping):

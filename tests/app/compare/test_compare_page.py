@@ -78,7 +78,7 @@ def test_compare_filters_overlays_and_tabulates_the_selected_runs(trained_store,
     }
     assert not [w.key for w in widgets(at) if not w.help], "every widget explains itself"
     labels = at.multiselect(key="compare_runs").options
-    assert all(" · digits/logreg · ε " in label and " · acc 0." in label for label in labels)
+    assert all(label.startswith("digits · logreg · ") and " · acc 0." in label for label in labels)  # by name
 
     accuracy, epsilon, frontier_fig = figures(at)
     names = short_labels([store.get_run(i) for i in ids])  # what sets each run apart, not its hex id
@@ -161,12 +161,12 @@ def test_compare_marks_imported_runs_and_its_csv_neutralizes_formulas(trained_st
     insert_runs(store, [copy])
     at = open_page("compare")
     ids = select_all(at, store)
-    labels = {label.split(" · ")[0]: label for label in at.multiselect(key="compare_runs").options}
+    labels = {label.rsplit(" · ", 1)[1]: label for label in at.multiselect(key="compare_runs").options}  # id last
     assert set(labels) == set(ids)
-    assert labels["imported-run"].endswith(" · imported")
-    assert not any(label.endswith("imported") for run_id, label in labels.items() if run_id != "imported-run")
+    assert labels["imported-run"].endswith(" · imported · imported-run")
+    assert not any(" · imported" in label for run_id, label in labels.items() if run_id != "imported-run")
     table = next(d.value for d in at.dataframe if "noise_multiplier" in d.value)
-    assert list(table.columns[:3]) == ["run", "status", "imported"]
+    assert list(table.columns[:4]) == ["name", "run", "status", "imported"]
     assert dict(zip(table["run"], table["imported"], strict=True)) == {r: r == "imported-run" for r in ids}
 
     at.download_button(key="compare_csv")

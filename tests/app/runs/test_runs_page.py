@@ -46,12 +46,12 @@ def test_runs_page_counts_filters_and_opens_a_failed_run(home, store):
         "failed": "1",
         "cancelled": "0",
     }
-    assert set(table_with(at, "status")["run"]) == {done, failed, queued}
+    assert set(table_with(at, "status")["id"]) == {done, failed, queued}
     assert any(queued in m.value and "#1 in the queue" in m.value for m in at.markdown)
 
     at.multiselect(key="runs_filter").set_value(["failed"]).run()
     table = table_with(at, "status")
-    assert list(table["run"]) == [failed] and list(table["status"]) == ["failed"]
+    assert list(table["id"]) == [failed] and list(table["status"]) == ["failed"]
     assert at.selectbox(key="open_run").value == failed
     assert any("training diverged: loss is NaN at step 12" in e for e in errors(at))
     history = table_with(at, "detail")
@@ -59,7 +59,7 @@ def test_runs_page_counts_filters_and_opens_a_failed_run(home, store):
     assert history["detail"].iloc[-1] == "training diverged: loss is NaN at step 12"
 
     at.multiselect(key="runs_filter").set_value(["finished", "queued"]).run()
-    assert set(table_with(at, "status")["run"]) == {done, queued}
+    assert set(table_with(at, "status")["id"]) == {done, queued}
 
 
 def test_queued_runs_are_cancelled_from_the_queue(home, store):
@@ -117,7 +117,7 @@ def test_export_then_import_into_another_store(home, store, tmp_path, monkeypatc
     ]
     assert third.get("json")  # the report itself
     table = table_with(third, "status")
-    assert set(table["run"]) == {done, failed} and list(table["imported"]) == [True, True]
+    assert set(table["id"]) == {done, failed} and list(table["imported"]) == [True, True]
     assert any("Imported from an archive" in i.value for i in third.info)  # the opened run says so
     runs = Store(tmp_path / "third" / "runs.sqlite3").list_runs()
     assert {r.id for r in runs} == {done, failed} and all(r.imported for r in runs)

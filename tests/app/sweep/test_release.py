@@ -7,6 +7,7 @@ import pytest
 
 from app.common.safe_text import unescape
 from cache import RunStatus
+from engine.jobs.naming import generated_run_name, generated_sweep_name
 from engine.jobs.release import RunToRelease
 from engine.jobs.search import trials_composition
 from engine.jobs.sweep import privacy_of_sweep, submit_sweep
@@ -81,7 +82,13 @@ def test_the_headline_of_a_finished_grid_is_its_best_run_and_the_composition(tra
     assert not at.exception, at.exception
     expected = privacy_of_sweep(sweep.spec, stored(runs))
     assert metric(at, "ε of releasing the best run") == f"{expected.composition_epsilon:.3g}"
-    assert any(c.value.startswith(f"Best run so far: `{best.id}`.") for c in at.caption)
+    said = f"Best run so far: {generated_run_name(best.spec)} (`{best.id}`)."  # by its name, the id after it
+    assert any(unescape(c.value).startswith(said) for c in at.caption), [c.value for c in at.caption]
+    # the picker leads with the sweep's name, the grid table with each run's
+    sweep_name = sweep.name or generated_sweep_name(sweep.spec)
+    assert at.selectbox(key="sweep_shown").options == [f"{sweep_name} · 2 runs · {sweep.id}"]
+    table = next(d.value for d in at.dataframe if "status" in d.value)
+    assert list(table["name"]) == [generated_run_name(trained_store.get_run(i).spec) for i in table["run"]]
     assert metric(at, "Best run (test accuracy)") == f"{best.result['test_accuracy']:.2%}"
     # releasing the best of both costs more than either run's own ε
     assert expected.composition_epsilon > max(r.result["epsilon"] for r in runs)

@@ -285,7 +285,7 @@ def test_reload_keeps_the_run(home, store):
     reloaded = AppTest.from_file(MAIN, default_timeout=120)
     reloaded.query_params["run"] = run_id
     reloaded.run()
-    assert any(run_id in h.value for h in reloaded.subheader)
+    assert any(run_id in c.value for c in reloaded.caption)
 
 
 def test_runs_page_lists_and_opens_runs(home, store):

@@ -319,4 +319,4 @@ def test_kill_9_of_the_dashboard_loses_nothing_and_it_comes_back(home, store, tm
     page.switch_page("views/runs.py").run()
     assert not page.exception
     table = next(d.value for d in page.dataframe if "status" in d.value)
-    assert set(table["run"]) == {long, short} and set(table["status"]) == {"finished", "cancelled"}
+    assert set(table["id"]) == {long, short} and set(table["status"]) == {"finished", "cancelled"}

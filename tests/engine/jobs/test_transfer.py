@@ -100,6 +100,19 @@ def test_round_trip_gives_identical_runs_metrics_events_and_sweeps(source, store
     assert submit(store, parse_spec(fast_spec())).cached and store.integrity_ok()
 
 
+def test_the_names_users_gave_their_runs_travel_with_them(source, store):
+    ids = populated(source)
+    source.set_run_name(ids["finished"], "my baseline")
+    data = export_runs(source, all_runs=True)
+    runs = {run["id"]: run for run in json.loads(unzip(data)["runs.json"])}
+    assert runs[ids["finished"]]["name"] == "my baseline" and "name" not in runs[ids["failed"]]
+    import_runs(store, data)
+    assert store.run_names() == {ids["finished"]: "my baseline"}
+    too_long = edit_json("runs.json", lambda rows: [rows[0] | {"name": "x" * 81}, *rows[1:]])(data)
+    with pytest.raises(ArchiveError, match="name"):
+        import_runs(Store(source.path.parent.parent / "third.sqlite3"), too_long)
+
+
 def test_reimport_is_idempotent(source, store):
     populated(source)
     data = export_runs(source, all_runs=True)
