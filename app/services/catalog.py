@@ -16,11 +16,12 @@ from engine.training.datasets import DATASETS
 BUILT_IN = "built-in"
 DOWNLOADABLE = "downloads on first use (needs internet)"
 UPLOADED = "your upload"
+FOUND = "on this machine (a data directory)"
 
 
 @dataclass(frozen=True, kw_only=True)
 class Availability:
-    where: str  # BUILT_IN, "found in DIR", partly found, or DOWNLOADABLE
+    where: str  # BUILT_IN, FOUND, partly found, or DOWNLOADABLE (never a server path: the page may be shared)
     bytes_on_disk: int | None  # None for a built-in dataset
 
 
@@ -42,8 +43,7 @@ def availability(name: str, data_dirs: Sequence[Path]) -> Availability:
         return Availability(
             where=f"partly found ({len(found)} of {len(files)} files); {DOWNLOADABLE}", bytes_on_disk=size
         )
-    folders = sorted({str(directory) for directory, _ in found.values()})
-    return Availability(where=f"found in {', '.join(folders)}", bytes_on_disk=size)
+    return Availability(where=FOUND, bytes_on_disk=size)
 
 
 def catalog_rows(data_dirs: Sequence[Path], uploads: Sequence[SavedUpload]) -> list[dict[str, Any]]:

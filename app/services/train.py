@@ -8,9 +8,10 @@ import numpy as np
 import streamlit as st
 
 from app.services.plan import pld_steps
-from app.services.store import get_store
+from app.services.store import get_store, run_names
 from cache import RunStatus, StoreError
 from engine.jobs import queue
+from engine.jobs.naming import generated_run_name
 from engine.jobs.queue import Submission, submit
 from engine.jobs.settings import default_data_dirs
 from engine.privacy import (
@@ -168,7 +169,8 @@ def nonprivate_baseline(spec: dict) -> Baseline | None:
         found = _architecture(other)
         accuracy = (run.result or {}).get("test_accuracy")
         if other.get("algorithm") == "nonprivate" and found == wanted and _positive_number(accuracy):
-            return Baseline(label=f"non-private run {run.id}", test_accuracy=float(accuracy))
+            name = run_names().get(run.id) or generated_run_name(run.spec)
+            return Baseline(label=f"non-private run “{name}”", test_accuracy=float(accuracy))
     return None
 
 

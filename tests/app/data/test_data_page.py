@@ -17,6 +17,7 @@ from cache import RunStatus
 from engine.jobs.queue import submit
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
+from engine.training.datasets import DATASETS
 from tests.apptest_helpers import MAIN, errors, metrics, open_page, table_with, upload
 from tests.helpers import fast_spec, synthetic_csv, synthetic_schema
 
@@ -252,3 +253,17 @@ def test_a_link_and_a_report_name_an_upload_by_its_label_never_by_its_path_or_ha
     assert "People (synthetic)" in text and str(home) not in text and sha[:8] not in text and "uploads/" not in text
     # an upload deleted since: named as such, with no part of its hash
     assert services.dataset_name(f"csv:/elsewhere/{sha}.csv") == "an uploaded CSV no longer saved"
+
+
+def test_the_datasets_table_names_no_server_folder(home, tmp_path, monkeypatch):
+    folder = tmp_path / "private-server-folder"
+    files = DATASETS["mnist"].files
+    for remote in files:
+        (folder / remote.relpath).parent.mkdir(parents=True, exist_ok=True)
+        (folder / remote.relpath).write_bytes(b"x")
+    monkeypatch.setenv("DPLAB_DATA_DIR", str(folder))
+    at = open_page("data")
+    table = table_with(at, "available")
+    mnist = table[table["dataset"] == "mnist"]["available"].iloc[0]
+    assert mnist == "on this machine (a data directory)"
+    assert not any("private-server-folder" in str(cell) for cell in table.to_numpy().ravel())

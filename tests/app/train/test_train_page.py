@@ -12,6 +12,7 @@ from app.common.safe_text import unescape
 from app.train.form_spec import learner
 from app.train.presets import PRESETS
 from cache import RunStatus
+from engine.jobs.naming import generated_run_name
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec, plan_spec
 from tests.apptest_helpers import MAIN, chart_specs, chart_titles, metrics, open_app, train_form_spec
@@ -254,7 +255,8 @@ def test_train_launches_a_run_then_shows_it_live_with_diagnostics_and_baselines(
     references = reference_names(accuracy_chart)  # named in the legend, not written over the curves
     floor = next(r for r in references if r.startswith("majority class: "))  # digits: ten balanced classes
     assert 0.1 <= float(floor.removeprefix("majority class: ")) < 0.2
-    assert references == [f"non-private run {nonprivate.id}: {nonprivate.result['test_accuracy']:.3f}", floor]
+    name = generated_run_name(nonprivate.spec)
+    assert references == [f"non-private run “{name}”: {nonprivate.result['test_accuracy']:.3f}", floor]
 
     at.button(key=f"baseline-{private.id}").click().run()  # fit scikit-learn's baseline, only on request
     assert not at.exception, at.exception
