@@ -19,6 +19,7 @@ from app.services.data import (
     training_datasets,
     uploaded_datasets,
 )
+from app.services.duration import DurationEstimate, expected_duration
 from app.services.plan import (
     PLOT_POINTS,
     PlanSettings,
@@ -85,6 +86,7 @@ from app.services.train import (
 
 __all__ = [
     "PLOT_POINTS",
+    "DurationEstimate",
     "PlanPreview",
     "PlanSettings",
     "PrivacyPlan",
@@ -100,6 +102,7 @@ __all__ = [
     "dataset_name",
     "delete_saved_upload",
     "delete_stored_runs",
+    "expected_duration",
     "export_run_archive",
     "get_run",
     "get_store",
