@@ -3,7 +3,7 @@
 
 import math
 
-from cache import RunRecord
+from cache import RunRecord, RunStatus
 
 
 def finite_epsilon(run: RunRecord) -> float | None:
@@ -36,6 +36,20 @@ def remaining_seconds(frame, total: int) -> float | None:
     if steps < MIN_ETA_STEPS or seconds < MIN_ETA_SECONDS:
         return None
     return seconds / steps * (total - timed["step"].iloc[-1])
+
+
+def time_left_text(frame, total: int, done: int) -> str:
+    """A running run's time left after `done` of `total` steps ("about 12 h 48 min left", "finishing"), or
+    "measuring the pace" until `remaining_seconds` has one."""
+    if (left := remaining_seconds(frame, total)) is None:
+        return "measuring the pace" if done < total else "finishing"
+    return f"about {duration_text(left)} left" if left >= 1 else "finishing"
+
+
+def cancelling(run: RunRecord) -> bool:
+    """A running run with a cancel request (the store's, so every tab sees it) that its worker has not yet acted
+    on: it stops at its next step."""
+    return run.status is RunStatus.RUNNING and run.cancel_requested
 
 
 # (below this many seconds, round to this many seconds): a duration is written to the precision it deserves

@@ -13,7 +13,7 @@ from app.common import charts, report, run_actions, train_baseline
 from app.common.audit_note import audit_of, audit_text
 from app.common.labels import ALGORITHM_NAMES, dataset_label
 from app.common.restart_note import restart_text
-from app.common.results import duration_text, remaining_seconds
+from app.common.results import cancelling, time_left_text
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
@@ -29,7 +29,7 @@ STATUS_BADGE = {
     RunStatus.FAILED: (":material/error:", "failed"),
     RunStatus.CANCELLED: (":material/cancel:", "cancelled"),
 }
-CANCELLING_BADGE = (":material/pending:", "cancelling…")  # running, with a cancel request the worker has not acted on
+CANCELLING_BADGE = (":material/pending:", "cancelling…")  # from the store's cancel request (every tab sees it)
 NONPRIVATE_NOTE = (
     "A non-private run: no ε bounds what its model or its curves reveal about the training data; it is the reference "
     "the private runs are measured against."
@@ -105,16 +105,8 @@ def _poll(run_id: str, *, until_first_step: bool) -> None:
         st.rerun()
 
 
-def status_badge(run: RunRecord) -> tuple[str, str]:
-    """The run's status as (icon, label): "cancelling…" from the moment a cancel is requested (the store holds the
-    request, so every tab shows it) until the worker stops the run."""
-    if run.status is RunStatus.RUNNING and run.cancel_requested:
-        return CANCELLING_BADGE
-    return STATUS_BADGE[run.status]
-
-
 def _run_body(run: RunRecord) -> None:
-    icon, label = status_badge(run)
+    icon, label = CANCELLING_BADGE if cancelling(run) else STATUS_BADGE[run.status]
     spec = run.spec
     st.subheader(f"{icon} Run `{run.id}` · {label}")
     st.caption(literal(spec_caption(spec)))
@@ -239,12 +231,10 @@ def _progress(run: RunRecord, frame, total: int) -> None:
     done = run.progress_step
     fraction = max(0.0, min(1.0, done / total)) if total else 0.0
     text = f"step {done:,} / {total:,}"
-    if run.status is RunStatus.RUNNING and run.cancel_requested:
+    if cancelling(run):
         text += " · cancelling… (the worker stops at its next step and keeps what the steps taken give)"
-    elif run.status is RunStatus.RUNNING and (eta := remaining_seconds(frame, total)) is not None:
-        text += f" · about {duration_text(eta)} left" if eta >= 1 else " · finishing"
-    elif run.status is RunStatus.RUNNING and done < total:
-        text += " · measuring the pace"
+    elif run.status is RunStatus.RUNNING:
+        text += f" · {time_left_text(frame, total, done)}"
     st.progress(fraction, text=text)
     if run.status is RunStatus.RUNNING:
         st.button(  # a callback: it runs even when the next poll interrupts the rerun the click started

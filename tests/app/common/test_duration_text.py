@@ -1,8 +1,9 @@
 """Durations as people read them: days, hours, minutes and seconds, rounded to the precision they deserve."""
 
+import pandas as pd
 import pytest
 
-from app.common.results import duration_text
+from app.common.results import duration_text, time_left_text
 
 
 @pytest.mark.parametrize(
@@ -31,3 +32,10 @@ def test_duration_text_reads_in_days_hours_minutes_and_seconds(seconds, text):
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, None, True])
 def test_duration_text_of_no_duration_is_a_question_mark(value):
     assert duration_text(value) == "?"
+
+
+def test_a_running_runs_time_left_reads_in_hours_and_minutes():
+    frame = pd.DataFrame({"step": [1, 2, 21], "elapsed_s": [0.0, 0.5, 10.0]})  # 0.5 s a step after the first
+    assert time_left_text(frame, 92_225, 21) == "about 12 h 48 min left"  # (92,225 − 21) × 0.5 s = 46,102 s
+    assert time_left_text(frame, 21, 21) == "finishing"
+    assert time_left_text(frame.iloc[:2], 92_225, 2) == "measuring the pace"  # too few steps for a pace
