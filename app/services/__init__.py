@@ -19,7 +19,7 @@ from app.services.data import (
     training_datasets,
     uploaded_datasets,
 )
-from app.services.duration import DurationEstimate, expected_duration
+from app.services.duration import TIMING, DurationEstimate, expected_duration
 from app.services.plan import (
     PLOT_POINTS,
     PlanSettings,
@@ -86,6 +86,7 @@ from app.services.train import (
 
 __all__ = [
     "PLOT_POINTS",
+    "TIMING",
     "DurationEstimate",
     "PlanPreview",
     "PlanSettings",

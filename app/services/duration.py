@@ -1,11 +1,14 @@
 """How long a configuration will train on this machine, before it is queued: at the pace of finished runs of the
 same shape in the store when there are any (what a worker here really took), else at a pace measured now by
-timing a few of its steps (`engine.training.pace`), cached per shape and device."""
+timing a few of its steps (`engine.training.pace`), once per shape and device, in a background thread (the page
+is drawn meanwhile and asks again)."""
 
 import json
 import math
 import statistics
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Literal
 
 import pandas as pd
 import streamlit as st
@@ -18,6 +21,7 @@ from engine.training.pace import Pace, measure_pace, pace_shape
 
 HISTORY_SEARCH = 200  # newest finished runs looked through for the same shape
 HISTORY_RUNS = 3  # the paces of at most this many of them are combined (their median)
+TIMING: Literal["timing"] = "timing"  # what `expected_duration` answers while the configuration's steps are timed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,18 +34,18 @@ class DurationEstimate:
     runs: int = 0  # the finished runs it comes from
 
     def source_text(self) -> str:
+        """Where the pace comes from, in words."""
+        where = "CPU" if self.pace.device == "cpu" else "GPU"
         if self.source == "runs":
-            runs = "run" if self.runs == 1 else f"{self.runs} runs"
-            return f"at the pace of {runs} of this shape that finished here on the {self.pace.device.upper()}"
-        return (
-            f"at the pace of {self.pace.steps_timed} steps of this configuration timed just now on the "
-            f"{self.pace.device.upper()}"
-        )
+            runs = "a run" if self.runs == 1 else f"{self.runs} runs"
+            return f"at the pace of {runs} of this shape that finished here on the {where}"
+        return f"at the pace of {self.pace.steps_timed} steps of this configuration timed just now on the {where}"
 
 
-def expected_duration(spec_json: str, steps: int) -> DurationEstimate | None:
-    """The expected duration of the raw spec `spec_json` trained for `steps` steps (the plan's T), None when its
-    pace cannot be had (an invalid spec, or its dataset's files are missing)."""
+def expected_duration(spec_json: str, steps: int, *, wait_s: float = 0.0) -> DurationEstimate | str | None:
+    """The expected duration of the raw spec `spec_json` trained for `steps` steps (the plan's T); `TIMING` while
+    its steps are being timed (after waiting up to `wait_s` for them); None when its pace cannot be had (an
+    invalid spec, or its dataset's files are missing)."""
     try:
         spec = parse_spec(json.loads(spec_json))
     except (SpecError, DatasetError, ValueError):
@@ -49,8 +53,16 @@ def expected_duration(spec_json: str, steps: int) -> DurationEstimate | None:
     shape, device = json.dumps(pace_shape(spec), sort_keys=True), str(pick_device())
     if (pace := history_pace(shape, device)) is not None:
         return DurationEstimate(seconds=pace[0].seconds(steps), pace=pace[0], source="runs", runs=pace[1])
-    pace = measured_pace(shape, device, _spec_json=timing_spec(spec_json))
-    return None if pace is None else DurationEstimate(seconds=pace.seconds(steps), pace=pace, source="measured")
+    timing = pace_timing(shape, device, _spec_json=timing_spec(spec_json))
+    try:
+        measured = timing.result(timeout=wait_s)
+    except TimeoutError:
+        return TIMING
+    return (
+        None
+        if measured is None
+        else DurationEstimate(seconds=measured.seconds(steps), pace=measured, source="measured")
+    )
 
 
 def timing_spec(spec_json: str) -> str:
@@ -62,13 +74,24 @@ def timing_spec(spec_json: str) -> str:
     return json.dumps(raw, sort_keys=True)
 
 
-@st.cache_data(show_spinner="Timing a few training steps of this configuration…", max_entries=64)
-def measured_pace(shape: str, device: str, _spec_json: str) -> Pace | None:
-    """The pace of a few steps of `_spec_json` timed here: one measurement per `shape` and `device` (the spec is
-    one of that shape: it is not part of the cache key)."""
+@st.cache_resource(show_spinner=False)
+def _timing_thread() -> ThreadPoolExecutor:
+    """One thread times the configurations, one at a time (the timing would slow a second one down)."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="dplab-pace")
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def pace_timing(shape: str, device: str, _spec_json: str) -> "Future[Pace | None]":
+    """The timing of a few steps of `_spec_json` here, started once per `shape` and `device` (the spec is one of
+    that shape: it is not part of the cache key); its result is the pace, None when it cannot be had."""
+    return _timing_thread().submit(measured_pace, _spec_json)
+
+
+def measured_pace(spec_json: str) -> Pace | None:
+    """The pace of a few steps of the raw spec, timed now (None for an invalid spec or missing dataset files)."""
     try:
-        spec = parse_spec(json.loads(_spec_json))
-        return measure_pace(spec, data_dirs=default_data_dirs(), plan=plan_spec(spec), device=None)
+        spec = parse_spec(json.loads(spec_json))
+        return measure_pace(spec, data_dirs=default_data_dirs(), plan=plan_spec(spec))
     except (SpecError, DatasetError, ValueError, RuntimeError):
         return None
 
@@ -119,16 +142,17 @@ def pace_of_frame(frame: pd.DataFrame, *, seconds: float, device: str) -> Pace |
     if "elapsed_s" not in frame or "step" not in frame:
         return None
     timed = frame[(frame["step"] > 0) & frame["elapsed_s"].notna()].sort_values("step")
-    if len(timed) < 2:
+    if len(timed) < 2 or timed["step"].diff().eq(1).sum() == 0:
         return None
     took = timed["elapsed_s"].diff().where(timed["step"].diff() == 1)
     evaluated = timed["test_accuracy"].notna() if "test_accuracy" in timed else pd.Series(False, index=timed.index)
     after_evaluation = evaluated.shift(1, fill_value=False).astype(bool)
     plain, with_evaluation = took[~after_evaluation].dropna(), took[after_evaluation].dropna()
-    if plain.empty:
-        return None
-    step_s = float(plain.median())
-    evaluation_s = max(0.0, float(with_evaluation.median()) - step_s) if not with_evaluation.empty else 0.0
+    if plain.empty:  # every step evaluated (a short run): the evaluations count as part of the steps
+        step_s, evaluation_s = float(with_evaluation.median()), 0.0
+    else:
+        step_s = float(plain.median())
+        evaluation_s = max(0.0, float(with_evaluation.median()) - step_s) if not with_evaluation.empty else 0.0
     setup_s = max(0.0, seconds - float(timed["elapsed_s"].iloc[-1]) - 2 * evaluation_s)
     pace = Pace(
         step_s=step_s, evaluation_s=evaluation_s, setup_s=setup_s, device=device, steps_timed=int(timed["step"].max())
