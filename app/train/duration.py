@@ -4,7 +4,6 @@ with a short variant for demos that a button sets in the form (fewer epochs at t
 
 import json
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +20,8 @@ LONG_ON_CPU_S = 180.0  # beyond this on a CPU the page says so and offers the sh
 SHORT_VARIANT_S = 60.0  # what the short variant aims at
 MAX_STEPS_SEARCHED = 100_000
 VARIANT_NOTE = "train_short_variant_note"  # (what the short variant changed, the epochs it set)
-VARIANT_APPLIED = "train_short_variant_applied"  # set by the button's callback: the whole page redraws
 FIRST_WAIT_S = 1.0  # the page waits this long for a timing before it shows "timing…" and draws the rest
-TIMING_POLL_S = 0.5  # then the fragment asks again this often
+TIMING_POLL_S = 1.0  # then a fragment asks again this often
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,22 +44,16 @@ class ShortVariant:
 
 
 def expected_duration(raw_spec: dict[str, Any], preview: services.PlanPreview) -> None:
-    """The configuration's expected duration under its plan, with the warning and the short variant on a CPU."""
-    if preview.error is None and preview.steps:
-        _duration(raw_spec, preview)
-
-
-@st.fragment
-def _duration(raw_spec: dict[str, Any], preview: services.PlanPreview) -> None:
-    """A fragment: while the configuration's steps are timed (in the background) it alone redraws, and the rest
-    of the page, Train included, is there meanwhile."""
-    if st.session_state.pop(VARIANT_APPLIED, False):  # the button's callback set the form: redraw all of it
-        st.rerun()
-    estimate = services.expected_duration(json.dumps(raw_spec, sort_keys=True), preview.steps, wait_s=FIRST_WAIT_S)
+    """The configuration's expected duration under its plan, with the warning and the short variant on a CPU.
+    While its steps are timed (in the background) a fragment waits for them, and the rest of the page, Train
+    included, is there meanwhile."""
+    if preview.error is not None or not preview.steps:
+        return
+    spec_json = json.dumps(raw_spec, sort_keys=True)
+    estimate = services.expected_duration(spec_json, preview.steps, wait_s=FIRST_WAIT_S)
     if estimate == services.TIMING:
-        st.caption(":material/timer: Expected duration on this machine: timing a few steps of this configuration…")
-        time.sleep(TIMING_POLL_S)
-        st.rerun(scope="fragment")
+        _await_timing(spec_json, preview.steps)
+        return
     if not isinstance(estimate, DurationEstimate):
         st.caption("Expected duration: unknown until its dataset's files are here (the pace is timed on them).")
         return
@@ -97,6 +89,14 @@ def _duration(raw_spec: dict[str, Any], preview: services.PlanPreview) -> None:
         )
 
 
+@st.fragment(run_every=TIMING_POLL_S)
+def _await_timing(spec_json: str, steps: int) -> None:
+    """Say that the steps are being timed, and redraw the page once they are."""
+    st.caption(":material/timer: Expected duration on this machine: timing a few steps of this configuration…")
+    if services.expected_duration(spec_json, steps) != services.TIMING:
+        st.rerun()
+
+
 def short_variant(
     raw_spec: dict[str, Any], preview: services.PlanPreview, estimate: DurationEstimate
 ) -> ShortVariant | None:
@@ -120,7 +120,6 @@ def _apply(fields: dict[str, Any], note: str) -> None:
     """Set the short variant's fields in the form (a callback: before the form's widgets are drawn)."""
     form_state.carry(fields, "the short demo variant")
     st.session_state[VARIANT_NOTE] = (note, form_state.field_value("epochs"))
-    st.session_state[VARIANT_APPLIED] = True
 
 
 def _round_down(value: float) -> float:

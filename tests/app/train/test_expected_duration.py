@@ -5,6 +5,7 @@ sets the form to fewer epochs at the same ε, which brings the estimate under th
 import pytest
 
 from app.services import duration as duration_service
+from app.train import duration as duration_page
 from app.train.duration import LONG_ON_CPU_S
 from app.train.presets import PRESETS
 from engine.jobs.workers.worker import Worker
@@ -19,6 +20,7 @@ SLOW_CPU = Pace(step_s=0.1, evaluation_s=0.5, setup_s=2.0, device="cpu", steps_t
 def paced(monkeypatch):
     """Every measured pace is `SLOW_CPU` (no dataset is read), with no pace cached from another test."""
     measured = []
+    monkeypatch.setattr(duration_page, "FIRST_WAIT_S", 60.0)  # the page waits for the timing: no poll to follow
     monkeypatch.setattr(duration_service, "measure_pace", lambda spec, **_: measured.append(spec) or SLOW_CPU)
     duration_service.pace_timing.clear()
     duration_service.history_pace.clear()
