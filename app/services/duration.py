@@ -65,9 +65,15 @@ def expected_duration(spec_json: str, steps: int, *, wait_s: float = 0.0) -> Dur
     )
 
 
+TIMING_EPOCHS = 10.0  # the timed spec's least epochs: steps enough to time (a step costs the same either way)
+
+
 def timing_spec(spec_json: str) -> str:
-    """The raw spec with its σ given instead of calibrated (a step costs the same; calibration does not)."""
+    """The raw spec with its σ given instead of calibrated (a step costs the same; calibration does not), and
+    epochs enough for the steps timed (noisy GD takes one step an epoch)."""
     raw = json.loads(spec_json)
+    if raw.get("algorithm") in ("dpsgd", "aniso_dpsgd", "noisy_gd", "nonprivate"):
+        raw["epochs"] = max(float(raw.get("epochs", 1.0)), TIMING_EPOCHS)
     if "target_epsilon" in raw and raw.get("algorithm") in ("dpsgd", "aniso_dpsgd"):
         raw = {k: v for k, v in raw.items() if k not in ("target_epsilon", "fill_budget", "calibration_accountant")}
         raw["noise_multiplier"] = raw.get("noise_multiplier", 1.0)

@@ -106,9 +106,12 @@ def measure_pace(
     subset = n_train if plan.full_batch else min(n_train, max(SUBSET_MIN, SUBSET_LOTS * plan.lot_size))
     tests = min(n_test, TEST_SUBSET)
     part = dataclasses.replace(
-        data, x_train=data.x_train[:subset], y_train=data.y_train[:subset], x_test=data.x_test[:tests]
+        data,
+        x_train=data.x_train[:subset],
+        y_train=data.y_train[:subset],
+        x_test=data.x_test[:tests],
+        y_test=data.y_test[:tests],
     )
-    part = dataclasses.replace(part, y_test=data.y_test[:tests])
     small = plan if plan.full_batch else dataclasses.replace(plan, n_train=subset)  # lots of the run's size L
 
     prepared = time.perf_counter()
