@@ -16,7 +16,7 @@ from app.common.headline import headline_numbers, is_private, number_text
 from app.common.headline import number_or_none as _number_or_none
 from app.common.labels import ALGORITHM_NAMES, dataset_label, run_name
 from app.common.restart_note import restart_text
-from app.common.results import remaining_seconds
+from app.common.results import cancelling, time_left_text
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
 from engine.privacy import ACCOUNTANTS, epsilon_text
@@ -32,6 +32,7 @@ STATUS_BADGE = {
     RunStatus.FAILED: (":material/error:", "failed"),
     RunStatus.CANCELLED: (":material/cancel:", "cancelled"),
 }
+CANCELLING_BADGE = (":material/pending:", "cancelling…")  # from the store's cancel request (every tab sees it)
 NONPRIVATE_NOTE = (
     "A non-private run: no ε bounds what its model or its curves reveal about the training data; it is the reference "
     "the private runs are measured against."
@@ -108,7 +109,7 @@ def _poll(run_id: str, *, until_first_step: bool) -> None:
 
 
 def _run_body(run: RunRecord) -> None:
-    icon, label = STATUS_BADGE[run.status]
+    icon, label = CANCELLING_BADGE if cancelling(run) else STATUS_BADGE[run.status]
     spec = run.spec
     st.subheader(f"{icon} {literal(run_name(run))} · {label}")
     st.caption(f"Run `{run.id}` · {literal(spec_caption(spec))}")
@@ -217,17 +218,18 @@ def _progress(run: RunRecord, frame, total: int) -> None:
     done = run.progress_step
     fraction = max(0.0, min(1.0, done / total)) if total else 0.0
     text = f"step {done:,} / {total:,}"
-    if run.status is RunStatus.RUNNING and (eta := remaining_seconds(frame, total)) is not None:
-        text += f" · about {eta:.0f} s left" if eta >= 1 else " · finishing"
-    elif run.status is RunStatus.RUNNING and done < total:
-        text += " · measuring the pace"
+    if cancelling(run):
+        text += " · cancelling… (the worker stops at its next step and keeps what the steps taken give)"
+    elif run.status is RunStatus.RUNNING:
+        text += f" · {time_left_text(frame, total, done)}"
     st.progress(fraction, text=text)
     if run.status is RunStatus.RUNNING:
         st.button(  # a callback: it runs even when the next poll interrupts the rerun the click started
-            "Cancel run",
+            "Cancelling…" if run.cancel_requested else "Cancel run",
             key=f"cancel-{run.id}",
             on_click=services.cancel_run,
             args=(run.id,),
+            disabled=run.cancel_requested,
             help="Stop at the next step: the model and ε are those of the steps taken, and the result is kept.",
         )
 

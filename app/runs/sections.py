@@ -95,6 +95,7 @@ def queue() -> None:
         text, button = st.columns([6, 1], vertical_alignment="center")
         if run.status is RunStatus.RUNNING:
             where = f"running on {literal(run.worker or '?')} · step {run.progress_step}/{run.total_steps or '?'}"
+            where += " · cancelling…" if run.cancel_requested else ""
         else:
             where = f"#{position} in the queue · submitted {when(run.created_at)}"
         text.markdown(f"**{literal(run_name(run))}** · `{run.id}` · {where}")

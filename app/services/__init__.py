@@ -21,6 +21,7 @@ from app.services.data import (
     training_datasets,
     uploaded_datasets,
 )
+from app.services.duration import TIMING, DurationEstimate, expected_duration
 from app.services.plan import (
     PLOT_POINTS,
     PlanSettings,
@@ -87,6 +88,8 @@ from app.services.train import (
 
 __all__ = [
     "PLOT_POINTS",
+    "TIMING",
+    "DurationEstimate",
     "PlanPreview",
     "PlanSettings",
     "PrivacyPlan",
@@ -104,6 +107,7 @@ __all__ = [
     "dataset_name",
     "delete_saved_upload",
     "delete_stored_runs",
+    "expected_duration",
     "export_run_archive",
     "get_run",
     "get_store",

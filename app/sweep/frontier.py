@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from app.common.cells import table_cell
-from app.common.results import finite_accuracy, finite_epsilon
+from app.common.results import duration_text, finite_accuracy, finite_epsilon
 from app.sweep.grid import label
 from cache import RunRecord, RunStatus, SweepRecord
 
@@ -178,4 +178,4 @@ def eta_text(runs: Sequence[RunRecord], now: float) -> str | None:
         return None
     elapsed = max(now - min(started), 1e-9)
     left = (planned - done) * elapsed / done
-    return f"{done:,} / {planned:,} steps · about {left:,.0f} s left at the pace so far"
+    return f"{done:,} / {planned:,} steps · about {duration_text(left)} left at the pace so far"

@@ -7,7 +7,7 @@ import streamlit as st
 from app import services
 from app.common import run_panel
 from app.common.safe_text import literal
-from app.train import form_spec, plan_summary, shown_run, spec_form
+from app.train import duration, form_spec, plan_summary, shown_run, spec_form
 from app.train.form_state import LINK, link_spec
 from engine.training import SpecError
 
@@ -18,6 +18,7 @@ st.caption(form_spec.algorithm_caption(raw_spec["algorithm"]))
 plan_summary.dataset_note(raw_spec["dataset"])
 preview = services.preview_plan(json.dumps(raw_spec, sort_keys=True))
 plan_summary.plan_summary(preview, target_epsilon=raw_spec.get("target_epsilon"))
+duration.expected_duration(raw_spec, preview)
 
 TRAIN_HELP = "Queue this configuration for a background worker (an identical finished run is served from the cache)."
 if st.button(

@@ -244,7 +244,7 @@ def test_a_training_sweep_shows_its_running_runs_progress(dashboard, tmp_path: P
         try:
             go_to(page, "Sweep")
             page.get_by_text(re.compile(r"running run\(s\) show their ε so far")).wait_for(timeout=TIMEOUT_MS)
-            page.get_by_text(re.compile(r"[\d,]+ / [\d,]+ steps · about [\d,]+ s left")).wait_for(timeout=TIMEOUT_MS)
+            page.get_by_text(re.compile(r"[\d,]+ / [\d,]+ steps · about [\d a-z]+ left")).wait_for(timeout=TIMEOUT_MS)
             page.wait_for_function(RUNNING_MARKERS_JS, timeout=TIMEOUT_MS)  # the frontier draws them so far
             page.screenshot(path=artifacts / "browser-sweep-live.png", full_page=True)
             page.get_by_role("button", name=re.compile("Cancel the 2 unfinished runs")).click(timeout=TIMEOUT_MS)
