@@ -5,11 +5,12 @@ import streamlit as st
 
 from app import services
 from app.common import charts
-from app.common.labels import dataset_label, short_labels
+from app.common.labels import dataset_label, run_name, short_labels
+from app.common.run_deletion import deletion_controls
 from app.common.safe_text import literal
 from app.common.train_baseline import majority_floor
 from app.compare import frames
-from cache import RunRecord, StoreError
+from cache import RunRecord
 from engine.privacy import epsilon_text
 
 MAX_LISTED = 2000
@@ -177,33 +178,15 @@ def table(runs: list[RunRecord]) -> None:
 
 
 def delete(runs: list[RunRecord]) -> None:
-    run_ids = [run.id for run in runs]
-    problem = services.why_not_deletable(run_ids)
-    if problem:
-        st.error(f"Cannot delete the selection: {literal(problem)}")
-    confirmed = st.checkbox(
-        f"Yes, permanently delete the {len(run_ids)} selected run(s) with their metrics",
-        key="compare_confirm_delete",
-        disabled=problem is not None,
-        help="Deleting cannot be undone: export the runs from the Runs page first if you may need them.",
-    )
-    st.button(
-        "Delete selected runs",
-        key="compare_delete",
-        disabled=problem is not None or not confirmed,
-        on_click=_delete,
-        args=(run_ids,),
-        icon=":material/delete:",
-        help="Delete the selected runs from the store (tick the confirmation first).",
+    deletion_controls(
+        [run.id for run in runs],
+        page="compare",
+        names={run.id: run_name(run) for run in runs},
+        notice_key="compare_notice",
+        export_hint="export the runs from the Runs page first if you may need them.",
+        after=_forget_deleted,
     )
 
 
-def _delete(run_ids: list[str]) -> None:
-    try:
-        count = services.delete_stored_runs(run_ids)
-    except StoreError as exc:
-        st.session_state["compare_notice"] = ("error", f"Nothing was deleted: {literal(exc)}")
-        return
+def _forget_deleted(run_ids: list[str]) -> None:
     st.session_state["compare_runs"] = [i for i in st.session_state.get("compare_runs", []) if i not in run_ids]
-    st.session_state["compare_confirm_delete"] = False
-    st.session_state["compare_notice"] = ("success", f"Deleted {count} run(s): {', '.join(run_ids)}.")

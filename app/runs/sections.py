@@ -11,6 +11,7 @@ import streamlit as st
 from app import services
 from app.common import run_panel
 from app.common.labels import ALGORITHM_NAMES, dataset_label, run_label, run_name
+from app.common.run_deletion import deletion_controls
 from app.common.safe_text import literal, timestamp_text
 from app.runs.filters import algorithm_of, filter_form, model_of, spent_epsilon
 from cache import RunRecord, RunStatus, StoreError
@@ -212,39 +213,20 @@ def delete_section(runs: list[RunRecord]) -> None:
         )
         if not chosen:
             return
-        problem = services.why_not_deletable(list(chosen))
-        if problem:
-            st.error(f"Cannot delete the selection: {literal(problem)}")
-        confirmed = st.checkbox(
-            f"Yes, permanently delete the {len(chosen)} selected run(s) with their metrics",
-            key="runs_confirm_delete",
-            disabled=problem is not None,
-            help="Deleting cannot be undone: export the runs below first if you may need them.",
-        )
-        st.button(
-            "Delete selected runs",
-            key="runs_delete",
-            disabled=problem is not None or not confirmed,
-            on_click=_delete,
-            args=(list(chosen),),
-            icon=":material/delete:",
-            help="Delete the selected runs from the store (tick the confirmation first).",
+        deletion_controls(
+            list(chosen),
+            page="runs",
+            names={run.id: run_name(run) for run in runs},
+            notice_key="runs_delete_notice",
+            export_hint="export the runs below first if you may need them.",
+            after=_forget_deleted,
         )
 
 
-def _delete(run_ids: list[str]) -> None:
-    names = {r.id: run_name(r) for r in services.runs_with_status(list(RunStatus), limit=FETCHED_RUNS)}
-    try:
-        count = services.delete_stored_runs(run_ids)
-    except StoreError as exc:
-        st.session_state["runs_delete_notice"] = ("error", f"Nothing was deleted: {literal(exc)}")
-        return
+def _forget_deleted(run_ids: list[str]) -> None:
     st.session_state["runs_delete_ids"] = []
-    st.session_state["runs_confirm_delete"] = False
     if st.session_state.get("open_run") in run_ids:
         del st.session_state["open_run"]
-    deleted = ", ".join(f"{literal(names.get(i, i))} (`{i}`)" for i in run_ids)
-    st.session_state["runs_delete_notice"] = ("success", f"Deleted {count} run(s): {deleted}.")
 
 
 def _open_selected() -> None:

@@ -12,11 +12,12 @@ from streamlit.testing.v1 import AppTest
 
 from app.common.charts import RUN_PALETTE
 from app.common.labels import short_labels
-from app.common.safe_text import unescape
+from app.common.safe_text import literal, unescape
 from app.compare.frames import epsilons_as_text
 from cache import RunStatus, Store
 from cache.archive.format import ArchivedRun
 from cache.store.archive_io import insert_runs
+from engine.jobs.naming import generated_run_name
 from engine.jobs.queue import submit
 from engine.jobs.release import RunToRelease, release_epsilon
 from engine.privacy import epsilon_text
@@ -130,7 +131,9 @@ def test_compare_filters_overlays_and_tabulates_the_selected_runs(trained_store,
 def test_delete_needs_a_confirmation_and_refuses_queued_runs(trained_store):
     store = trained_store
     queued = submit(store, parse_spec(fast_spec(epochs=1, seed=7))).run_id
-    first, second = (r.id for r in store.list_runs(statuses=[RunStatus.FINISHED]))
+    finished = store.list_runs(statuses=[RunStatus.FINISHED])
+    first, second = (r.id for r in finished)
+    first_name = generated_run_name(finished[0].spec)
     at = open_page("compare")
     at.multiselect(key="compare_runs").set_value([first]).run()
     assert at.button(key="compare_delete").disabled, "no delete before the confirmation"
@@ -138,7 +141,7 @@ def test_delete_needs_a_confirmation_and_refuses_queued_runs(trained_store):
     assert not at.button(key="compare_delete").disabled
     at.button(key="compare_delete").click().run()
     assert not at.exception, at.exception
-    assert any(f"Deleted 1 run(s): {first}" in s.value for s in at.success)
+    assert any(f"Deleted 1 run(s): {literal(first_name)} (`{first}`)" in s.value for s in at.success)  # by name
     assert {r.id for r in store.list_runs()} == {second, queued}
     assert at.multiselect(key="compare_runs").value == []
 
