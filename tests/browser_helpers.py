@@ -170,3 +170,8 @@ def failure_report(exc: Exception, page: Page, *, screenshot: Path, errors: Cons
         shot = f"screenshot: {screenshot}; others in {screenshot.parent}"
     seen = f"visible charts: {charts}; " if charts_js else ""
     return f"{type(exc).__name__}: {exc}\n(page URL: {page.url}; {seen}console errors: {errors})\n({shot})"
+
+
+def run_heading(page: Page, run_id: str):
+    """The run panel's title of run `run_id`: it reads the run's name; the id is its anchor."""
+    return page.locator(f"h3#run-{run_id}")

@@ -111,7 +111,7 @@ def _poll(run_id: str, *, until_first_step: bool) -> None:
 def _run_body(run: RunRecord) -> None:
     icon, label = CANCELLING_BADGE if cancelling(run) else STATUS_BADGE[run.status]
     spec = run.spec
-    st.subheader(f"{icon} {literal(run_name(run))} · {label}")
+    st.subheader(f"{icon} {literal(run_name(run))} · {label}", anchor=f"run-{run.id}")  # the id: the heading's anchor
     st.caption(f"Run `{run.id}` · {literal(spec_caption(spec))}")
     if run.imported:
         st.info(IMPORTED_NOTE, icon=":material/move_to_inbox:")

@@ -45,15 +45,29 @@ class ShortVariant:
 
 def expected_duration(raw_spec: dict[str, Any], preview: services.PlanPreview) -> None:
     """The configuration's expected duration under its plan, with the warning and the short variant on a CPU.
-    While its steps are timed (in the background) a fragment waits for them, and the rest of the page, Train
-    included, is there meanwhile."""
+    While its steps are timed (in the background) a fragment waits for them and then draws the estimate itself:
+    the rest of the page, Train included, is there meanwhile, and no page-wide rerun races what the user types."""
     if preview.error is not None or not preview.steps:
         return
-    spec_json = json.dumps(raw_spec, sort_keys=True)
-    estimate = services.expected_duration(spec_json, preview.steps, wait_s=FIRST_WAIT_S)
+    estimate = services.expected_duration(json.dumps(raw_spec, sort_keys=True), preview.steps, wait_s=FIRST_WAIT_S)
     if estimate == services.TIMING:
-        _await_timing(spec_json, preview.steps)
-        return
+        _await_timing(raw_spec, preview)
+    else:
+        _show(raw_spec, preview, estimate, in_fragment=False)
+
+
+@st.fragment(run_every=TIMING_POLL_S)
+def _await_timing(raw_spec: dict[str, Any], preview: services.PlanPreview) -> None:
+    """Say that the steps are being timed, then show the estimate (in this fragment: a whole-page rerun started
+    here could overtake a value the user is typing)."""
+    estimate = services.expected_duration(json.dumps(raw_spec, sort_keys=True), preview.steps)
+    if estimate == services.TIMING:
+        st.caption(":material/timer: Expected duration on this machine: timing a few steps of this configuration…")
+    else:
+        _show(raw_spec, preview, estimate, in_fragment=True)
+
+
+def _show(raw_spec: dict[str, Any], preview: services.PlanPreview, estimate: Any, *, in_fragment: bool) -> None:
     if not isinstance(estimate, DurationEstimate):
         st.caption("Expected duration: unknown until its dataset's files are here (the pace is timed on them).")
         return
@@ -77,24 +91,17 @@ def expected_duration(raw_spec: dict[str, Any], preview: services.PlanPreview) -
         f"{text} That is long for a live demo on a CPU (more than {duration_text(LONG_ON_CPU_S)}){advice}.",
         icon=":material/hourglass_top:",
     )
-    if variant is not None:
-        st.button(
-            f"Use a short variant: about {duration_text(variant.seconds)}",
-            key="train_short_variant",
-            icon=":material/fast_forward:",
-            on_click=_apply,
-            args=(variant.fields, variant.text(estimate)),
-            help="Sets the form to fewer epochs at the same ε (σ is calibrated again for the fewer steps); every "
-            "other field stays as it is.",
-        )
-
-
-@st.fragment(run_every=TIMING_POLL_S)
-def _await_timing(spec_json: str, steps: int) -> None:
-    """Say that the steps are being timed, and redraw the page once they are."""
-    st.caption(":material/timer: Expected duration on this machine: timing a few steps of this configuration…")
-    if services.expected_duration(spec_json, steps) != services.TIMING:
-        st.rerun()
+    clicked = variant is not None and st.button(
+        f"Use a short variant: about {duration_text(variant.seconds)}",
+        key="train_short_variant",
+        icon=":material/fast_forward:",
+        on_click=_apply,
+        args=(variant.fields, variant.text(estimate)),
+        help="Sets the form to fewer epochs at the same ε (σ is calibrated again for the fewer steps); every "
+        "other field stays as it is.",
+    )
+    if clicked and in_fragment:  # a click inside the fragment reruns only it: the form must be drawn again too
+        st.rerun(scope="app")
 
 
 def short_variant(

@@ -38,6 +38,7 @@ VISIBLE_CHARTS_JS = """
         : x.bdata ? atob(x.bdata).length / Number(x.dtype.slice(1)) : 0);
     return Array.from(document.querySelectorAll('.js-plotly-plot'))
         .filter(chart => { const r = chart.getBoundingClientRect(); return r.width > 0 && r.height > 0; })
+        .filter(chart => !chart.closest('details:not([open])'))  // in a closed expander: not seen
         .map(chart => ({
             title: (chart.layout && chart.layout.title && chart.layout.title.text) || '',
             traces: Object.fromEntries((chart.data || []).map((t, i) => [t.name || `trace ${i}`, length(t.x)])),
@@ -99,7 +100,7 @@ def _run_id_from_url(url: str) -> str | None:
 
 
 def _status_heading(page: Page, run_id: str, status: str):
-    return page.locator("h3", has_text=run_id).filter(has_text=f"· {status}").first
+    return helpers.run_heading(page, run_id).filter(has_text=f"· {status}").first
 
 
 @pytest.mark.browser

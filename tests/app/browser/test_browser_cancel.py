@@ -53,7 +53,7 @@ def test_cancel_shows_cancelling_at_once_until_the_worker_stops(tmp_path: Path, 
         page = console_errors.watch(browser.new_page(viewport={"width": 1400, "height": 1600}))
         try:
             page.goto(f"{helpers.dashboard_url(port)}?run={run_id}", wait_until="domcontentloaded", timeout=TIMEOUT_MS)
-            heading = page.locator("h3", has_text=run_id)
+            heading = helpers.run_heading(page, run_id)
             heading.filter(has_text="· training").first.wait_for(timeout=TIMEOUT_MS)
             page.get_by_text(re.compile(r"step 20 / [\d,]+ · about \d+ (min|s)")).wait_for(timeout=TIMEOUT_MS)
             page.get_by_role("button", name="Cancel run").click(timeout=TIMEOUT_MS)

@@ -124,7 +124,7 @@ def test_a_link_to_a_run_opens_its_configuration_and_names_the_upload_as_the_use
     errors = helpers.ConsoleErrors()
     page = open_page(browser, f"{helpers.dashboard_url(port)}?run={runs['upload']}", errors)
     try:
-        page.locator("h3", has_text=runs["upload"]).first.wait_for(timeout=TIMEOUT_MS)
+        helpers.run_heading(page, runs["upload"]).first.wait_for(timeout=TIMEOUT_MS)
         shown = page.locator('[data-testid="stSidebar"] input').evaluate_all("inputs => inputs.map(i => i.value)")
         assert f"{UPLOAD_LABEL} (your upload)" in shown, shown  # the form shows the run's dataset, by its label
         expect(number(page, "Lot size L")).to_have_value("32", timeout=TIMEOUT_MS)
@@ -202,11 +202,11 @@ def test_a_click_on_a_row_of_the_runs_table_opens_that_run_and_the_url_names_it(
             "(id) => location.search.includes('run=' + id)", arg=runs["digits"], timeout=TIMEOUT_MS, polling=100
         )
         settle(page)
-        page.locator("h3", has_text=runs["digits"]).first.wait_for(timeout=TIMEOUT_MS)
+        helpers.run_heading(page, runs["digits"]).first.wait_for(timeout=TIMEOUT_MS)
         shared = page.url
         deep_link = helpers.ConsoleErrors()  # Streamlit probes <page>/_stcore/… first on a page's URL (404)
         other = open_page(browser, shared, deep_link)  # the link opens the same run on the Runs page
-        other.locator("h3", has_text=runs["digits"]).first.wait_for(timeout=TIMEOUT_MS)
+        helpers.run_heading(other, runs["digits"]).first.wait_for(timeout=TIMEOUT_MS)
         assert query(other)["run"] == runs["digits"]
         other.screenshot(path=artifacts / "browser-runs-row-click.png", full_page=True)
         assert not [e for e in deep_link if "/_stcore/" not in e], deep_link
