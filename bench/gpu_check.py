@@ -42,15 +42,15 @@ from bench.timing import Timing
 from engine.jobs.settings import default_data_dirs
 from engine.training import StackMember, load_dataset, parse_spec, plan_run, plan_spec, train, train_stack
 from engine.training.algorithms.dpsgd import clip_and_accumulate
-from engine.training.algorithms.stacked import StackedClipper
-from engine.training.algorithms.stacked.clipping import clipped_sum_in_chunks
-from engine.training.algorithms.stacked.step_graph import StackStepGraph
-from engine.training.algorithms.step_graph import StepGraph
+from engine.training.algorithms.dpsgd_graph import StepGraph
 from engine.training.clipping import BookKeepingClipper
 from engine.training.config.examples import digits_demo_spec
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 from engine.training.noise import add_gaussian_noise
 from engine.training.noise_ahead import NoiseAhead
+from engine.training.trainers.stack import StackedClipper
+from engine.training.trainers.stack.clipping import clipped_sum_in_chunks
+from engine.training.trainers.stack.stack_graph import StackStepGraph
 
 GPU_TIMING = Timing(block_s=0.2, pairs=5, budget_s=20.0)
 GPU_OPACUS = opacus_compare.Settings(Timing(block_s=0.2, pairs=5, budget_s=20.0), batch_sizes=(256, 1024))

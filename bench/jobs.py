@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.timing import ratio_summary, report_unstable
 from cache import RunStatus, Store
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.training import parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]

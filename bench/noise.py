@@ -1,6 +1,6 @@
 """Noise suite: what release mode costs per DP-SGD step against the reproducible lab mode.
 
-One engine step (`trainer.make_step`: Poisson lot, book-keeping clipping, Gaussian noise drawn a step ahead,
+One engine step (`single_run.make_step`: Poisson lot, book-keeping clipping, Gaussian noise drawn a step ahead,
 1/L, SGD) of logistic regression and of the MLP 64→128→10 on digits with lots of 256 (q = 256/1,438), on the
 CPU at one thread. Release mode seeds a fresh generator from `secrets` for the lot and for every tensor and draws
 each noise coordinate as four Gaussians, halved (`engine.training.noise`); the lab mode draws once from streams
@@ -14,7 +14,7 @@ from bench.timing import Timing, measure, rate_record, ratio_record, report_unst
 from engine.training import load_dataset, parse_spec, plan_spec
 from engine.training.algorithms.optimizers import OptimizerName, make_optimizer
 from engine.training.noise import random_streams
-from engine.training.trainer import build_run_model, make_step
+from engine.training.trainers.single_run import build_run_model, make_step
 
 MODELS = {"logreg": {}, "mlp 64→128→10": {"model": "mlp", "hidden": [128]}}
 MODES = ("reproducible", "release")

@@ -40,7 +40,7 @@ from bench.throughput import CLIP_NORM, LR, NOISE_MULTIPLIER, SEED
 from bench.timing import Measured, Timing, measure, rate_record, ratio_record, report_unstable
 from engine.training import pick_device
 from engine.training.clipping import BookKeepingClipper
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 
 OPACUS_MODES = ("hooks", "functorch", "ew", "ghost")
 

@@ -34,9 +34,9 @@ from engine.training import (
     plan_run,
     train,
     train_stack,
-    trainer,
 )
-from engine.training.algorithms.stacked import training as stacked_training
+from engine.training.trainers import single_run
+from engine.training.trainers.stack import stack_run
 
 
 @dataclass(frozen=True)
@@ -125,12 +125,12 @@ def _time_stack_eager(members: list[StackMember], data: Dataset) -> tuple[float,
 @contextlib.contextmanager
 def eager_steps() -> Iterator[None]:
     """Runs and stacks trained meanwhile launch their stages one kernel at a time even on a GPU (no CUDA graph)."""
-    real = trainer.step_graph_for, stacked_training.stack_graph_for
-    trainer.step_graph_for = stacked_training.stack_graph_for = lambda *args, **kwargs: None
+    real = single_run.step_graph_for, stack_run.stack_graph_for
+    single_run.step_graph_for = stack_run.stack_graph_for = lambda *args, **kwargs: None
     try:
         yield
     finally:
-        trainer.step_graph_for, stacked_training.stack_graph_for = real
+        single_run.step_graph_for, stack_run.stack_graph_for = real
 
 
 def _time_sequential(members: list[StackMember], data: Dataset) -> tuple[float, float]:

@@ -9,7 +9,7 @@ its own identically initialized model and `torch.optim.SGD` optimizer:
   chain, minus Poisson sampling and its diagnostics);
 - ``materialized``: the same chain with ``MaterializedClipper`` (per-example gradients via ``torch.func``);
 - ``graphed`` (on a GPU only): the book-keeping chain as the engine runs it on a GPU, its clip → noise → 1/L stages
-  one CUDA graph replay (`engine.training.algorithms.step_graph`) over a lot padded to the capacity of a Poisson lot
+  one CUDA graph replay (`engine.training.algorithms.dpsgd_graph`) over a lot padded to the capacity of a Poisson lot
   of this expected size from MNIST's 60,000 (`lot_capacity`: 328 rows for 256, 1,152 for 1,024), the noise drawn
   ahead and copied in, then ``optimizer.step()``.
 
@@ -32,9 +32,9 @@ from torch import Tensor, nn
 from bench.timing import Timing, measure, rate_record, ratio_record, report_unstable
 from engine.training import pick_device
 from engine.training.algorithms.dpsgd import scale
-from engine.training.algorithms.step_graph import StepGraph, lot_capacity
+from engine.training.algorithms.dpsgd_graph import StepGraph, lot_capacity
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 from engine.training.noise_ahead import NoiseAhead
 
 N_FEATURES = 784

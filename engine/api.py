@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd
 
 from cache import RunRecord, Store, store_path
-from engine.jobs.queue import submit as queue_spec
 from engine.jobs.settings import default_data_dirs
+from engine.jobs.submission import submit as queue_spec
 from engine.privacy import ACCOUNTANTS, PrivacyLedger, calibrate_noise_multiplier, panel
 from engine.training import RunSpec, TrainingPlan, TrainResult, parse_spec, plan_spec
 from engine.training import train as train_spec

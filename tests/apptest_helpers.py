@@ -37,8 +37,8 @@ def open_app() -> AppTest:
 
 def train_form_spec(at: AppTest) -> dict:
     """The raw spec the Train form describes, from its widget values."""
-    from app.train.form_spec import raw_spec
     from app.train.presets import FORM_DEFAULTS
+    from app.train.widget_spec import raw_spec
 
     return raw_spec({name: at.session_state[f"train_{name}"] for name in FORM_DEFAULTS})
 

@@ -10,9 +10,9 @@ from cache import RunRecord, StoreError, SweepRecord
 from cache.store.maintenance import check_deletable, delete_runs
 from engine import ENGINE_VERSION
 from engine.jobs import search
-from engine.jobs.queue import answer_from_store
 from engine.jobs.release import ReleaseEpsilon, RunToRelease, release_epsilon
 from engine.jobs.search import SweepPrivacy
+from engine.jobs.submission import answer_from_store
 from engine.jobs.sweep import (
     MAX_RUNS,
     SweepError,

@@ -10,10 +10,10 @@ import streamlit as st
 from app.services.plan import pld_steps
 from app.services.store import get_store, run_names
 from cache import RunStatus, StoreError
-from engine.jobs import queue
+from engine.jobs import submission
 from engine.jobs.naming import generated_run_name
-from engine.jobs.queue import Submission, submit
 from engine.jobs.settings import default_data_dirs
+from engine.jobs.submission import Submission, submit
 from engine.privacy import (
     PrivacyError,
     accountant,
@@ -24,7 +24,7 @@ from engine.training.config.plan import budget_fill_text
 from engine.training.config.reach import spec_coordinates
 from engine.training.config.spec import spec_dataset_info
 from engine.training.datasets import DATASETS
-from engine.training.features.wide_resnet import DEFAULT_DEPTH, DEFAULT_WIDTH
+from engine.training.models.wide_resnet import DEFAULT_DEPTH, DEFAULT_WIDTH
 
 
 @dataclass(frozen=True)
@@ -132,9 +132,9 @@ UNCLAIMED_WAIT_S = 0.5  # … and gives up sooner while no worker has claimed th
 
 def await_first_step(run_id: str) -> None:
     """Right after a submission: let the redraw that shows the new run plot its first step (see
-    `engine.jobs.queue.await_first_step`)."""
+    `engine.jobs.submission.await_first_step`)."""
     with contextlib.suppress(StoreError):  # deleted meanwhile: the run panel says so
-        queue.await_first_step(get_store(), run_id, timeout_s=FIRST_STEP_WAIT_S, unclaimed_s=UNCLAIMED_WAIT_S)
+        submission.await_first_step(get_store(), run_id, timeout_s=FIRST_STEP_WAIT_S, unclaimed_s=UNCLAIMED_WAIT_S)
 
 
 def data_directories() -> list[str]:

@@ -12,8 +12,8 @@ import streamlit as st
 from app import services
 from app.common.results import duration_text
 from app.services.duration import DurationEstimate
-from app.train import form_state
-from app.train.form_spec import learner
+from app.train import session_fields
+from app.train.widget_spec import learner
 from engine.privacy.planning import steps_for
 
 LONG_ON_CPU_S = 180.0  # beyond this on a CPU the page says so and offers the short variant
@@ -76,7 +76,7 @@ def _show(raw_spec: dict[str, Any], preview: services.PlanPreview, estimate: Any
         f"{preview.steps:,} steps, {estimate.source_text()}."
     )
     note, epochs = st.session_state.get(VARIANT_NOTE, (None, None))
-    if note and epochs == form_state.field_value("epochs"):
+    if note and epochs == session_fields.field_value("epochs"):
         st.success(note, icon=":material/timer:")
     if estimate.seconds <= LONG_ON_CPU_S or estimate.pace.device != "cpu":
         st.caption(text)
@@ -125,8 +125,8 @@ def short_variant(
 
 def _apply(fields: dict[str, Any], note: str) -> None:
     """Set the short variant's fields in the form (a callback: before the form's widgets are drawn)."""
-    form_state.carry(fields, "the short demo variant")
-    st.session_state[VARIANT_NOTE] = (note, form_state.field_value("epochs"))
+    session_fields.carry(fields, "the short demo variant")
+    st.session_state[VARIANT_NOTE] = (note, session_fields.field_value("epochs"))
 
 
 def _round_down(value: float) -> float:

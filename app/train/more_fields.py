@@ -6,9 +6,9 @@ import json
 import streamlit as st
 
 from app import services
-from app.train import form_spec
-from app.train.form_state import KEEP, choice, field_note, field_value, key, number, seed, slider
+from app.train import widget_spec
 from app.train.presets import ANISO_MAX_RATIOS, ANISO_SMOOTHINGS, FORM_DEFAULTS, OPTIMIZERS, ROUNDS, THRESHOLDS
+from app.train.session_fields import KEEP, choice, field_note, field_value, key, number, seed, slider
 from engine.privacy.auditing import CANARY_KINDS, audit_ceiling
 from engine.training.config.audit import AUDIT_CANARIES
 
@@ -68,13 +68,13 @@ def learner_fields() -> None:
 def advanced() -> None:
     algorithm = field_value("algorithm")
     with st.expander("Advanced"):
-        if modes := form_spec.clipping_modes(algorithm):
+        if modes := widget_spec.clipping_modes(algorithm):
             choice(
                 st.radio,
                 "Clipping",
                 "clipping",
                 modes,
-                form_spec.CLIPPING_TITLES,
+                widget_spec.CLIPPING_TITLES,
                 "What is bounded per example: the privacy cost is the same, the bias differs.",
             )
         choice(
@@ -100,8 +100,8 @@ def advanced() -> None:
                 st.radio,
                 "Noise weights",
                 "aniso_granularity",
-                list(form_spec.ANISO_GRANULARITY_TITLES),
-                form_spec.ANISO_GRANULARITY_TITLES,
+                list(widget_spec.ANISO_GRANULARITY_TITLES),
+                widget_spec.ANISO_GRANULARITY_TITLES,
                 "Per layer uses the fast norms; per coordinate shapes the "
                 "noise finer, at the cost of per-example gradients.",
             )
@@ -117,7 +117,7 @@ def advanced() -> None:
                 "aniso_max_ratio",
                 help="Weights stay within [1/r, r]: r = 1 is isotropic DP-SGD.",
             )
-        if form_spec.auditable(algorithm):
+        if widget_spec.auditable(algorithm):
             audit_fields()
 
 
@@ -129,7 +129,7 @@ def fitted_canaries() -> int | None:
     smallest audit (gradient canaries take one coordinate each: digits' logistic regression has 650). None when
     the spec is invalid without its audit (the engine's reason is shown by the field that is wrong)."""
     chosen = services.training_datasets()[field_value("dataset")]
-    raw = form_spec.raw_spec({name: field_value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
+    raw = widget_spec.raw_spec({name: field_value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
     coordinates = services.model_coordinates(json.dumps(raw, sort_keys=True))
     if coordinates is None:
         return None

@@ -12,7 +12,7 @@ from app.common.choices import AUGMENTATION_MULTIPLICITIES, EMA_DECAYS
 from engine.privacy.auditing import CANARY_KINDS
 from engine.training.config.examples import digits_demo_spec, scatternet_cnn_spec
 from engine.training.config.keys import RANGES
-from engine.training.features import wide_resnet
+from engine.training.models import wide_resnet
 
 DELTAS = [1e-7, 1e-6, 1e-5, 1e-4]
 CLIP_NORMS = [0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 8.0]
@@ -302,7 +302,7 @@ def same_kind(value: Any, default: Any) -> bool:
 
 
 def form_values(spec: dict[str, Any]) -> dict[str, Any]:
-    """The widget values that describe `spec` (the inverse of `form_spec.raw_spec`)."""
+    """The widget values that describe `spec` (the inverse of `widget_spec.raw_spec`)."""
     values = dict(FORM_DEFAULTS)
     plain = (
         "algorithm",

@@ -9,8 +9,8 @@ import streamlit as st
 from app import services
 from app.common import handoff
 from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
-from app.train.form_state import ORIGIN, field_value, key
 from app.train.presets import FILL_MODE, FORM_DEFAULTS, SIGMA_MODE, TARGET_MODE, TYPED, same_kind
+from app.train.session_fields import ORIGIN, field_value, key
 from engine.training.config.keys import RANGES
 
 MODES = {TARGET_MODE: "target", SIGMA_MODE: "sigma", FILL_MODE: "fill"}  # the form's mode → `privacy_by`

@@ -7,7 +7,7 @@ import streamlit as st
 
 from app import services
 from app.common.safe_text import literal
-from app.train.form_state import restore
+from app.train.session_fields import restore
 
 SHOWN = "train_shown_run"  # the run on screen, for when the user comes back from another page
 

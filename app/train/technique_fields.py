@@ -4,9 +4,9 @@ ResNet's shape, augmentation multiplicity and parameter averaging. Widgets only 
 import streamlit as st
 
 from app.common.choices import AUGMENTATION_MULTIPLICITIES, EMA_DECAYS
-from app.train import form_spec
-from app.train.form_state import choice, coerce, field_value, slider
+from app.train import widget_spec
 from app.train.presets import WRN_DEPTHS, WRN_WIDTHS
+from app.train.session_fields import choice, coerce, field_value, slider
 from engine.training.datasets import DatasetInfo
 
 FEATURES_HELP = (
@@ -29,11 +29,11 @@ EMA_HELP = (
 
 def features_picker(info: DatasetInfo) -> None:
     """Pixels or ScatterNet features, for the image datasets large enough for the scattering transform."""
-    options = form_spec.features_for(info, field_value("algorithm"))
+    options = widget_spec.features_for(info, field_value("algorithm"))
     if len(options) == 1:  # tabular data, small images, noisy GD: pixels (the inputs as they are) only
         coerce("features", options)
         return
-    choice(st.radio, "Features", "features", options, form_spec.FEATURE_TITLES, FEATURES_HELP)
+    choice(st.radio, "Features", "features", options, widget_spec.FEATURE_TITLES, FEATURES_HELP)
 
 
 def wrn_fields() -> None:
@@ -55,7 +55,7 @@ def wrn_fields() -> None:
 def accuracy_techniques(info: DatasetInfo) -> None:
     """Augmentation multiplicity (DP-SGD on pixels of images) and parameter averaging (every gradient method)."""
     values = {name: field_value(name) for name in ("algorithm", "features", "use_pca", "model")}
-    if form_spec.augments(values, info):
+    if widget_spec.augments(values, info):
         slider(
             "Augmentation multiplicity K",
             AUGMENTATION_MULTIPLICITIES,

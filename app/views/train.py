@@ -7,14 +7,14 @@ import streamlit as st
 from app import services
 from app.common import run_panel
 from app.common.safe_text import literal
-from app.train import duration, form_spec, plan_summary, shown_run, spec_form
-from app.train.form_state import LINK, link_spec
+from app.train import duration, plan_summary, shown_run, train_form, widget_spec
+from app.train.session_fields import LINK, link_spec
 from engine.training import SpecError
 
-raw_spec = spec_form.spec_form()
+raw_spec = train_form.spec_form()
 st.query_params[LINK] = link_spec(raw_spec)  # a reload or a shared link opens this configuration
 st.title("Train a differentially private model" if raw_spec.get("delta") else "Train a non-private baseline")
-st.caption(form_spec.algorithm_caption(raw_spec["algorithm"]))
+st.caption(widget_spec.algorithm_caption(raw_spec["algorithm"]))
 plan_summary.dataset_note(raw_spec["dataset"])
 preview = services.preview_plan(json.dumps(raw_spec, sort_keys=True))
 plan_summary.plan_summary(preview, target_epsilon=raw_spec.get("target_epsilon"))

@@ -21,11 +21,11 @@ share a stack id were submitted to train together; `claim_next_group` claims the
 once.
 """
 
-from cache.store.events import EventsMixin
 from cache.store.maintenance import MaintenanceMixin
 from cache.store.metrics import MetricsMixin
 from cache.store.names import NamesMixin
 from cache.store.queue import QueueMixin
+from cache.store.status_history import EventsMixin
 from cache.store.sweeps import SweepsMixin
 from cache.store.workers import WorkersMixin
 

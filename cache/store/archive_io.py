@@ -8,10 +8,10 @@ from dataclasses import dataclass, replace
 
 from cache.archive.format import Archive, ArchivedRun, ArchivedSweep, MetricRow, SweepMember
 from cache.store.connection import StoreBase, StoreError
-from cache.store.events import insert_events, read_events
 from cache.store.metrics import every_metric, insert_metrics
 from cache.store.records import TERMINAL, RunRecord
 from cache.store.runs import insert_run_row, run_row
+from cache.store.status_history import insert_events, read_events
 from cache.store.sweeps import insert_sweep, sweep_row
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from cache.store.connection import StoreBase, StoreError
-from cache.store.events import delete_events
 from cache.store.metrics import delete_metrics
 from cache.store.names import delete_names
 from cache.store.records import TERMINAL, RunStatus
 from cache.store.runs import run_status
+from cache.store.status_history import delete_events
 from cache.store.workers import release_runs
 
 LARGEST_RUNS = 10

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cache.store.connection import StoreError, placeholders
-from cache.store.events import append_event
 from cache.store.metrics import cancel_flag, delete_metrics
 from cache.store.records import WORKER_LOST, RunRecord, RunStatus
 from cache.store.runs import RunsMixin, run_status
+from cache.store.status_history import append_event
 from cache.store.workers import release_runs
 
 

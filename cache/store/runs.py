@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cache.store.connection import StoreBase, StoreError, placeholders
-from cache.store.events import append_event
 from cache.store.records import Answer, RunRecord, RunStatus
+from cache.store.status_history import append_event
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,10 +12,10 @@ from engine.cli.common import CliError, bounded, emit, read_json_file
 from engine.jobs import settings
 from engine.jobs.naming import generated_run_name, generated_sweep_name
 from engine.jobs.options import split_job_options
-from engine.jobs.queue import answer_from_store, new_run, submit
 from engine.jobs.recording import RunRecorder
 from engine.jobs.release import RunToRelease
 from engine.jobs.run_training import train_claimed
+from engine.jobs.submission import answer_from_store, new_run, submit
 from engine.jobs.sweep import SweepSubmission, privacy_of_sweep, submit_sweep
 from engine.jobs.workers import warmup
 from engine.jobs.workers.datasets import LoadedDatasets

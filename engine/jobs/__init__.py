@@ -3,6 +3,6 @@ workers that take runs off the queue (`workers/`: the local worker, its pool, th
 export and import (`transfer`). The store side of a run is `recording`; the training side, `run_training`, imports no
 store, so it can run on hosts that cannot see the SQLite file.
 
-Submodules are imported directly (`from engine.jobs.queue import submit`): importing this package
+Submodules are imported directly (`from engine.jobs.submission import submit`): importing this package
 imports nothing else, so a Ray task loads the training side only.
 """

@@ -1,7 +1,7 @@
 """What releasing several runs together costs, when some of them trained in one stack.
 
 Runs that trained apart drew their own lots and noise: releasing them together costs the composition of their
-ledgers. The members of a stack (`engine.training.algorithms.stacked`) shared every Poisson lot, so their
+ledgers. The members of a stack (`engine.training.trainers.stack`) shared every Poisson lot, so their
 transcripts are not independent releases: together they are one Gaussian mechanism per shared lot at σ_joint =
 (Σₖ σₖ⁻²)^(−1/2) (`members_ledger`), which costs more than composing the members as if each drew its own lots
 (amplification by subsampling applies once to the whole stack, not once per member). So the ledger of a set of
@@ -21,8 +21,8 @@ from typing import Any
 from engine.privacy import PrivacyLedger
 from engine.privacy.selection import composition_epsilon
 from engine.training import RunSpec, StackMember, TrainingPlan, parse_spec, plan_spec
-from engine.training.algorithms.stacked import members_ledger
 from engine.training.noise import REPRODUCIBLE, noise_mode
+from engine.training.trainers.stack import members_ledger
 
 DEFAULT_DELTA = 1e-5  # the δ of a set of runs none of which is private: every ε is then ∞ whatever δ
 

@@ -34,9 +34,9 @@ from typing import Any
 from cache import Answer, NewRun, Store
 from engine.jobs import settings
 from engine.jobs.options import split_job_options
-from engine.jobs.queue import new_run
 from engine.jobs.release import RunToRelease
 from engine.jobs.search import SweepPrivacy, draw_trials, parse_search, sweep_privacy
+from engine.jobs.submission import new_run
 from engine.privacy import PrivacyError
 from engine.privacy.selection import TrialCount
 from engine.training import RunSpec, SpecError, parse_spec, plan_spec, stack_key

@@ -47,7 +47,7 @@ from engine.training.config.audit import canary_count_problem
 from engine.training.config.spec import RunSpec, SpecError
 
 if TYPE_CHECKING:  # the trainer imports this module
-    from engine.training.trainer import TrainResult
+    from engine.training.trainers.single_run import TrainResult
 
 LEVEL_RATE = 0.1  # the running level's weight on the newest release: about the last 10 steps
 MIN_VARIANCE = 1e-6  # the least variance assumed of a residual, in squared canary norms: keeps scores finite

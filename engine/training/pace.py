@@ -31,7 +31,14 @@ from engine.training.config.spec import RunSpec
 from engine.training.datasets import Dataset
 from engine.training.inputs import features, input_arrays, load_spec_dataset
 from engine.training.noise import random_streams
-from engine.training.trainer import EVALUATIONS_PER_RUN, build_run_model, evaluate, make_step, pick_device, train
+from engine.training.trainers.single_run import (
+    EVALUATIONS_PER_RUN,
+    build_run_model,
+    evaluate,
+    make_step,
+    pick_device,
+    train,
+)
 
 # The spec keys that leave a step's cost as it is: the privacy parameters, the run's length and its randomness.
 PACE_FREE_KEYS = frozenset(

@@ -26,7 +26,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from engine.training.algorithms.step_graph import StepGraph
+from engine.training.algorithms.dpsgd_graph import StepGraph
 from engine.training.canaries import GradientCanaries
 from engine.training.clipping import BookKeepingClipper, ClippedSum, MaterializedClipper, per_layer_thresholds
 from engine.training.config.plan import TrainingPlan

@@ -25,7 +25,7 @@ examples; a model that is one linear layer needs no backward pass at all). Then 
   clip factors folded in: Σᵢ cᵢ Gᵢ = c·G (B·C_out·D multiply-adds) when G is materialized, else
   Σᵢ cᵢ δᵢ Uᵢᵀ as a single (C_out × B·P)·(B·P × D) matmul over all positions of all examples.
 
-- ``nn.GroupNorm`` with affine parameters and `engine.training.layers.WeightStandardizedConv2d`
+- ``nn.GroupNorm`` with affine parameters and `engine.training.models.layers.WeightStandardizedConv2d`
   (`normalization_rules`): per-example γ, β gradients Σ δ ⊙ x̂, Σ δ kept as they are; the standardized conv's
   gradients with respect to Ŵ materialized, then mapped back through the standardization's Jacobian (the same
   for every example). These have no rule for a stack of models.

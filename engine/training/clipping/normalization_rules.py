@@ -6,7 +6,7 @@ clipper refuses models with them), registered in `rules.RULES` like the others:
   example i's gradients are ∇γ = Σ_positions δᵢ ⊙ x̂ᵢ and ∇β = Σ_positions δᵢ, both (C,): per-example vectors
   small enough to keep, so the norms and the clipped sums c·∇γ, c·∇β are direct. x̂ is recomputed from the
   captured input (`F.group_norm` without the affine part). With K copies per example, their sums add.
-- `engine.training.layers.WeightStandardizedConv2d`: the convolution runs with Ŵ = standardize(W), so an
+- `engine.training.models.layers.WeightStandardizedConv2d`: the convolution runs with Ŵ = standardize(W), so an
   example's gradient with respect to the raw weight is Jᵀ·Gᵢ', with Gᵢ' = δᵢUᵢᵀ its gradient with respect to Ŵ
   (materialized, as the conv rule's "materialize" branch does) and J the standardization's Jacobian, the same for
   every example. Per filter o, with v the centred filter and s = (‖v‖² + ε)^(−½), so that ŵ = s·v,
@@ -33,7 +33,7 @@ from engine.training.clipping.rules import (
     weight_layout,
 )
 from engine.training.clipping.sums import UnsupportedModelError, row_sq_norms
-from engine.training.layers import STANDARDIZATION_EPS, WeightStandardizedConv2d
+from engine.training.models.layers import STANDARDIZATION_EPS, WeightStandardizedConv2d
 
 
 def group_norm_norms_and_sum(module: nn.GroupNorm, a: Tensor, delta: Tensor, *, multiplicity: int = 1, **_options):

@@ -1,7 +1,7 @@
 """The clipped sum Σᵢ clip(gᵢ) and its arithmetic, shared by every clipper: the clip factors
 cᵢ = min(1, C/‖gᵢ‖₂) (exact in floating point), thresholds per layer whose squares sum to C², per-layer
 norms combined into one, the empty lot, and the BatchNorm refusal. The clippers are `bookkeeping`,
-`materialized`, the stacked one (`engine.training.algorithms.stacked.clipping`) and the weighted one of
+`materialized`, the stacked one (`engine.training.trainers.stack.clipping`) and the weighted one of
 anisotropic DP-SGD (`engine.training.algorithms.aniso`); the per-layer rules they share are `rules`."""
 
 import functools

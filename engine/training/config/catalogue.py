@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass
 
 from engine.training.algorithms.optimizers import DESCRIPTIONS as OPTIMIZER_DESCRIPTIONS
 from engine.training.config.keys import CLIPPING_MODES, KEYS_BY_ALGORITHM, Algorithm
-from engine.training.features.models import MODEL_DESCRIPTIONS
+from engine.training.models.architectures import MODEL_DESCRIPTIONS
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,8 +11,9 @@ from typing import Any
 from engine.privacy.limits import brief
 from engine.training.config.keys import DEFAULT_HIDDEN, HIDDEN_WIDTH, MAX_HIDDEN_LAYERS, RANGES
 from engine.training.datasets import DatasetInfo
-from engine.training.features import scatternet, wide_resnet
-from engine.training.features.models import cnn_supports
+from engine.training.features import scatternet
+from engine.training.models import wide_resnet
+from engine.training.models.architectures import cnn_supports
 
 Problem = tuple[str, str] | None
 WRN_KEYS = ("wrn_depth", "wrn_width")

@@ -20,7 +20,7 @@ from engine.training.config.keys import RANGES, SCHEDULES, Algorithm
 from engine.training.config.schedules import Schedule, ScheduleKind
 from engine.training.datasets import DatasetInfo
 from engine.training.features import scatternet
-from engine.training.features.models import model_image_shape, trainable_coordinates
+from engine.training.models.architectures import model_image_shape, trainable_coordinates
 
 if TYPE_CHECKING:
     from engine.training.config.spec import RunSpec

@@ -56,7 +56,7 @@ from engine.training.datasets import (
     file_sha256,
     parse_csv_schema,
 )
-from engine.training.features.models import IMAGE_MODELS, MODELS
+from engine.training.models.architectures import IMAGE_MODELS, MODELS
 
 
 class SpecError(ValueError):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cache import RunStatus, Store
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.training import parse_spec, plan_spec
 from tests import browser_helpers as helpers
 from tests.helpers import fast_spec, free_port

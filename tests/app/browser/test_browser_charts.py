@@ -18,7 +18,7 @@ from playwright.sync_api import Page
 
 from app.common.charts import RUN_PALETTE, run_color
 from cache import RunRecord, RunStatus, Store
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.training import parse_spec
 from tests import browser_helpers as helpers
 from tests.app.browser.test_browser_compare import BackgroundTraining, _screenshot_whole_page, _select_runs

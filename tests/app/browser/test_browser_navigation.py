@@ -19,7 +19,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from app.services import uploads
 from cache import Store
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
 from tests import browser_helpers as helpers

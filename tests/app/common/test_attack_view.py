@@ -8,7 +8,7 @@ import sqlite3
 from contextlib import closing
 
 from app.common.safe_text import unescape
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.workers.worker import Worker
 from engine.privacy.tradeoff import ACCUSED, AttackBound, attack_sentence
 from engine.training import parse_spec

@@ -4,7 +4,7 @@ behind it and the ceiling its canaries could reach; a malformed audit in an impo
 import pytest
 
 from app.common.audit_note import audit_of, audit_text
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
 from tests.apptest_helpers import open_page

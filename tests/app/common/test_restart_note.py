@@ -5,8 +5,8 @@ from dataclasses import replace
 
 from app.common.restart_note import restart_text
 from cache import Store
-from engine.jobs.queue import submit
 from engine.jobs.recording import RunRecorder
+from engine.jobs.submission import submit
 from engine.training import parse_spec
 from tests.helpers import fast_spec
 

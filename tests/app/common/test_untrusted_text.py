@@ -40,8 +40,8 @@ from app.compare.frames import comparison_table
 from cache import RunEvent, RunRecord, RunStatus, Store
 from cache.archive.format import ArchivedRun, ArchivedSweep, SweepMember
 from cache.store.archive_io import insert_runs
-from engine.jobs.queue import submit
 from engine.jobs.run_schema import RESULT_REQUIRED, SPEC_STRINGS, check_shown_fields
+from engine.jobs.submission import submit
 from engine.privacy import ACCOUNTANTS
 from engine.training import DATASETS, parse_spec
 from engine.training.config.keys import ALGORITHMS, RANGES, SCHEDULES

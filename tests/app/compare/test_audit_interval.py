@@ -4,7 +4,7 @@ the hover text and the caption; a run without an audit has no bar."""
 import pytest
 
 from app.compare.frames import frontier_points
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
 from tests.apptest_helpers import figures, open_page

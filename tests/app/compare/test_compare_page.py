@@ -18,8 +18,8 @@ from cache import RunStatus, Store
 from cache.archive.format import ArchivedRun
 from cache.store.archive_io import insert_runs
 from engine.jobs.naming import generated_run_name
-from engine.jobs.queue import submit
 from engine.jobs.release import RunToRelease, release_epsilon
+from engine.jobs.submission import submit
 from engine.privacy import epsilon_text
 from engine.training import parse_spec
 from tests.apptest_helpers import figures, open_page, widgets

@@ -14,7 +14,7 @@ from app.common import report
 from app.common.safe_text import unescape
 from app.services import uploads as data_upload
 from cache import RunStatus
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec
 from engine.training.datasets import DATASETS

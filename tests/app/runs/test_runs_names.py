@@ -12,7 +12,7 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from cache import RunStatus, Store
 from cache.archive.format import ArchivedRun
 from cache.store.archive_io import insert_runs
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.training import parse_spec
 from tests.apptest_helpers import open_page, table_with
 from tests.helpers import fast_spec

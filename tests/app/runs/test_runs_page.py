@@ -8,7 +8,7 @@ import zipfile
 from streamlit.testing.v1 import AppTest
 
 from cache import RunStatus, Store
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.transfer import export_runs, import_runs
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec

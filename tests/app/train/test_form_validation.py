@@ -5,7 +5,7 @@ disables the button with the engine's reason shown beside it."""
 import pytest
 
 from app.common.safe_text import unescape
-from app.train import spec_form
+from app.train import train_form
 from engine.training import parse_spec
 from tests.apptest_helpers import metrics, open_app, open_page, train_form_spec
 
@@ -43,8 +43,8 @@ def test_canaries_the_model_cannot_take_disable_train_with_the_reason(home, stor
 
 
 def test_a_schedule_driving_sigma_out_of_range_disables_train_with_the_reason(home, store, monkeypatch):
-    form = spec_form.spec_form
-    monkeypatch.setattr(spec_form, "spec_form", lambda: form() | {"noise_schedule": STEEP_SIGMA})
+    form = train_form.spec_form
+    monkeypatch.setattr(train_form, "spec_form", lambda: form() | {"noise_schedule": STEEP_SIGMA})
     at = open_app()
     reason = "noise_schedule: multiplies σ by 1e-12 at epoch 0.04451 (step 2 of 450)"
     assert any(reason in unescape(e.value) for e in at.error), [e.value for e in at.error]

@@ -3,8 +3,8 @@ run it launches is audited, and a spec with an audit fills the form back."""
 
 import pytest
 
-from app.train.form_spec import raw_spec
 from app.train.presets import PresetError, form_values
+from app.train.widget_spec import raw_spec
 from engine.training import parse_spec
 from tests.apptest_helpers import open_app, train_form_spec
 from tests.helpers import fast_spec

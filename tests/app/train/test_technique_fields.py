@@ -4,8 +4,8 @@ its paper in its tooltip, goes into the spec the engine accepts, and a spec with
 
 import pytest
 
-from app.train.form_spec import models_for, raw_spec
 from app.train.presets import FILL_MODE, PRESETS, form_values
+from app.train.widget_spec import models_for, raw_spec
 from cache import RunStatus
 from engine.jobs.workers.worker import Worker
 from engine.training import DATASETS, parse_spec, plan_spec

@@ -9,8 +9,8 @@ from streamlit.testing.v1 import AppTest
 
 from app.common.labels import ALGORITHM_TITLES
 from app.common.safe_text import unescape
-from app.train.form_spec import learner
 from app.train.presets import PRESETS
+from app.train.widget_spec import learner
 from cache import RunStatus
 from engine.jobs.naming import generated_run_name
 from engine.jobs.workers.worker import Worker

@@ -9,7 +9,7 @@ from cache import Store, StoreError
 from cache.store.maintenance import delete_runs
 from cache.store.names import MAX_NAME_CHARS
 from cache.store.schema import MIGRATIONS
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.training import parse_spec
 from tests.helpers import fast_spec
 

@@ -4,7 +4,7 @@ only when it meets the target and spends at least 99% of it, recalibrated otherw
 import pytest
 
 from cache import RunStatus
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.workers.worker import Worker
 from engine.privacy import dpsgd_step_event, single_phase
 from engine.privacy.calibration import HINT_SLACK, calibrate_sigma, final_epsilon

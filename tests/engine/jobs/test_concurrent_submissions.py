@@ -6,7 +6,7 @@ import multiprocessing
 from collections import Counter
 
 from cache import RunStatus, Store
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.sweep import submit_sweep
 from engine.training import parse_spec
 from tests.helpers import fast_spec

@@ -7,10 +7,10 @@ import threading
 import pytest
 
 from cache import RunStatus
-from engine.jobs import queue
-from engine.jobs.queue import await_first_step, submit
+from engine.jobs import submission
 from engine.jobs.recording import RunRecorder
 from engine.jobs.run_training import MetricBatcher
+from engine.jobs.submission import await_first_step, submit
 from engine.jobs.workers.worker import Worker
 from engine.training import StepRecord, parse_spec
 from tests.helpers import fast_spec
@@ -82,7 +82,7 @@ def test_the_wait_after_train_ends_with_the_first_stored_step(store):
 
 
 class FakeClock:
-    """`time` for `engine.jobs.queue`: sleeping advances it, so the waits are checked without a wall clock."""
+    """`time` for `engine.jobs.submission`: sleeping advances it, so the waits are checked without a wall clock."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -97,7 +97,7 @@ class FakeClock:
 @pytest.fixture
 def clock(monkeypatch) -> FakeClock:
     fake = FakeClock()
-    monkeypatch.setattr(queue, "time", fake)
+    monkeypatch.setattr(submission, "time", fake)
     return fake
 
 

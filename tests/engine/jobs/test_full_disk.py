@@ -25,7 +25,7 @@ import engine.jobs.workers.worker as worker_module
 from cache import RunStatus, Store, StoreFull
 from cache.store.errors import disk_full
 from engine.cli import main
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.workers.pool import Child, WorkerPool
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec

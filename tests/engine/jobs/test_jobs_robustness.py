@@ -20,7 +20,7 @@ from dp_accounting.rdp import RdpAccountant
 
 from cache import RunStatus, Store
 from engine.jobs.options import split_job_options
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.training import parse_spec
 from tests.helpers import ROOT, fast_spec, free_port, home_env, stop_process_group, wait_for
 

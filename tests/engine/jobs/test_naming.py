@@ -3,7 +3,7 @@
 from cache import Store
 from engine.cli import main
 from engine.jobs.naming import generated_run_name, generated_sweep_name
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.training import parse_spec
 from tests.helpers import fast_spec
 

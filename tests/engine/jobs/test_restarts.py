@@ -9,14 +9,14 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 
 from cache import RunStatus, Store
-from engine.jobs.queue import submit
 from engine.jobs.recording import RunRecorder
+from engine.jobs.submission import submit
 from engine.jobs.transfer import export_runs, import_runs
 from engine.jobs.workers.worker import Worker
 from engine.privacy import PrivacyError, panel
 from engine.privacy.restarts import charge_earlier_attempts
 from engine.training import parse_spec, plan_spec
-from engine.training.algorithms.stacked import joint_ledger
+from engine.training.trainers.stack import joint_ledger
 from tests.helpers import fast_spec
 
 WORKER = "tester:1"

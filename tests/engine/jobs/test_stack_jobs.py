@@ -9,9 +9,9 @@ import engine.jobs.run_training as run_training
 from cache import RunStatus, Store
 from cache.store.schema import MIGRATIONS, SCHEMA_VERSION
 from engine.jobs import settings
-from engine.jobs.queue import submit
 from engine.jobs.recording import RunRecorder, start_stack
 from engine.jobs.run_training import StopTraining
+from engine.jobs.submission import submit
 from engine.jobs.sweep import SweepError, submit_sweep
 from engine.jobs.workers.worker import Heartbeat, Worker
 from engine.training import parse_spec

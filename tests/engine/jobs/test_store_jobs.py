@@ -13,7 +13,7 @@ import pytest
 from cache import LostRun, RunStatus, Store, StoreError
 from cache.store.schema import SCHEMA_VERSION
 from engine.jobs.options import split_job_options
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.workers.worker import Worker
 from engine.training import SpecError, parse_spec
 from tests.helpers import ROOT, fast_spec, home_env
@@ -230,13 +230,13 @@ def test_job_options_are_not_part_of_a_runs_identity(store):
 
 
 def test_a_new_engine_version_is_not_served_old_results(store, monkeypatch):
-    import engine.jobs.queue as queue
+    import engine.jobs.submission as submission
 
     old = submit(store, quick_spec())
     store.claim_next("w")
     store.finish(old.run_id, status=RunStatus.FINISHED, result={"epsilon": 1.0})
     assert submit(store, quick_spec()).cached
-    monkeypatch.setattr(queue, "ENGINE_VERSION", "99.0.0")
+    monkeypatch.setattr(submission, "ENGINE_VERSION", "99.0.0")
     fresh = submit(store, quick_spec())
     assert not fresh.cached and not fresh.existing
     assert store.get_run(old.run_id).status is RunStatus.FINISHED, "the old run is kept"

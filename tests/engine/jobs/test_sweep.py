@@ -3,7 +3,7 @@
 import pytest
 
 from cache import RunStatus
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.sweep import MAX_RUNS, SweepError, expand_sweep, submit_sweep
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec

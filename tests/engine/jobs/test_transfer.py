@@ -18,7 +18,7 @@ from cache.archive import format as archive_module
 from cache.archive.format import ArchiveError
 from cache.archive.reader import read_archive
 from engine import ENGINE_VERSION
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.transfer import export_runs, import_runs, prepare_export
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec

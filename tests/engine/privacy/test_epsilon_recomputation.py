@@ -35,8 +35,8 @@ from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
 from app.services import uploads as data_upload
 from cache import RunRecord, RunStatus, Store
-from engine.jobs.queue import submit
 from engine.jobs.release import RunToRelease
+from engine.jobs.submission import submit
 from engine.jobs.sweep import privacy_of_sweep, submit_sweep
 from engine.jobs.workers.worker import Worker
 from engine.training import parse_spec

@@ -6,9 +6,10 @@ import threading
 import pytest
 import torch
 
-from engine.training import noise_ahead, parse_spec, plan_spec, train, trainer
+from engine.training import noise_ahead, parse_spec, plan_spec, train
 from engine.training.noise import PARALLEL_NOISE_MIN, OsStream, add_gaussian_noise
 from engine.training.noise_ahead import NoiseAhead, NoiseOrderError
+from engine.training.trainers import single_run
 from tests.helpers import blobs_dataset, fast_spec, noisy_gd_spec
 
 SHAPES = [(3 * PARALLEL_NOISE_MIN + 5,), (40, 30), (7,)]  # one drawn in chunks, two whole
@@ -109,7 +110,7 @@ def test_a_run_trains_to_the_same_numbers_with_its_noise_drawn_ahead(monkeypatch
     runs: dict[str, list] = {"ahead": [], "inline": []}
     for mode in runs:
         if mode == "inline":
-            monkeypatch.setattr(trainer, "drawn_ahead", lambda *args: None)  # the inline noise stage
+            monkeypatch.setattr(single_run, "drawn_ahead", lambda *args: None)  # the inline noise stage
         for spec in specs:
             records: list = []
             data = digits if spec.dataset == "digits" else None

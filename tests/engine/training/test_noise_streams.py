@@ -22,14 +22,14 @@ from dp_accounting.rdp import RdpAccountant
 from scipy import stats
 
 from app.common.run_panel import stack_text
-from engine.jobs.queue import submit
 from engine.jobs.run_schema import RunShapeError, check_stack
+from engine.jobs.submission import submit
 from engine.jobs.workers.worker import Worker
 from engine.privacy import DEFAULT_ORDERS, panel, privacy_statement, rdp_epsilon, single_phase
 from engine.privacy.events import dpsgd_step_event
 from engine.training import SpecError, StackMember, noise, noise_ahead, parse_spec, plan_spec, train, train_stack
-from engine.training.algorithms.stacked import joint_ledger
 from engine.training.noise import OsStream, SeededStream, hardened_normal_, pca_release_identity
+from engine.training.trainers.stack import joint_ledger
 from tests.helpers import fast_spec
 
 NULL_R = 6.0  # |r|·√n above this fails a correct implementation with probability ≈ 2e-9

@@ -12,7 +12,7 @@ from engine.training.algorithms.dpsgd import clip_and_accumulate, quantile_posit
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
 from engine.training.config.plan import plan_run
 from engine.training.datasets import Dataset
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 from tests.helpers import fast_spec
 
 QUANTILES = [0.1, 0.5, 0.9]

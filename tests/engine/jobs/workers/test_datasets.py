@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from cache import RunStatus
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.workers.datasets import LoadedDatasets, dataset_bytes, preload_estimate
 from engine.jobs.workers.worker import Worker
 from engine.training import DATASETS, Dataset, load_dataset, parse_spec, plan_spec, train
-from engine.training.algorithms.stacked import StackMember, train_stack
+from engine.training.trainers.stack import StackMember, train_stack
 from tests.helpers import binary_spec, fast_spec, synthetic_csv, synthetic_schema
 
 SCHEMA = synthetic_schema()

@@ -16,7 +16,7 @@ import torch
 
 from cache import RunStatus, Store
 from engine.jobs.options import JobOptions
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.jobs.sweep import submit_sweep
 from engine.jobs.workers.ray_backend import CANCEL_GRACE_S, RayDispatcher
 from engine.jobs.workers.ray_tasks import STORE_MODULES, Relay, train_task

@@ -10,7 +10,7 @@ import pytest
 
 from cache import RunStatus
 from engine.jobs import settings
-from engine.jobs.queue import submit
+from engine.jobs.submission import submit
 from engine.training import parse_spec
 from tests.helpers import ROOT, fast_spec
 

@@ -18,8 +18,8 @@ from engine.training.algorithms.nonprivate import ShuffledBatches
 from engine.training.clipping import BookKeepingClipper, per_layer_thresholds
 from engine.training.config.plan import TrainingPlan
 from engine.training.config.schedules import Schedule, ScheduleKind
-from engine.training.features.models import build_model
 from engine.training.features.pca import normalize_rows, pca_projection, symmetric_gaussian
+from engine.training.models.architectures import build_model
 from tests.helpers import blobs_dataset, fast_spec, noisy_gd_spec, square_images
 
 ALPHA = 1e-6

@@ -28,9 +28,9 @@ from engine.training.algorithms.aniso import (
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 from engine.training.noise import random_streams
-from engine.training.trainer import build_run_model, make_step
+from engine.training.trainers.single_run import build_run_model, make_step
 from tests.helpers import fast_spec
 
 ALPHA = 1e-6  # false-failure rate of each statistical test below

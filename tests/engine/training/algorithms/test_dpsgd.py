@@ -14,7 +14,7 @@ from engine.training.algorithms.dpsgd import dpsgd_step
 from engine.training.clipping import BookKeepingClipper
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 from engine.training.noise import add_gaussian_noise, sample_poisson_lot
 
 ALPHA = 1e-6  # false-failure rate of each statistical test below

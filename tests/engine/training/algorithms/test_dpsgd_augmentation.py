@@ -12,7 +12,7 @@ from engine.training.algorithms.dpsgd import dpsgd_step
 from engine.training.clipping import make_clipper
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 from engine.training.noise import add_gaussian_noise
 from tests.engine.training.clipping.test_multiplicity import ResidualNormNet
 

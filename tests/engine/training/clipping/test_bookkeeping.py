@@ -9,7 +9,7 @@ from torch import nn
 
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper, UnsupportedModelError, make_clipper
 from engine.training.clipping.bookkeeping import linear_logits
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 
 U = torch.finfo(torch.float32).eps / 2  # unit roundoff
 

@@ -18,7 +18,7 @@ from engine.training.clipping import (
     make_clipper,
     per_layer_thresholds,
 )
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 
 
 def layer_groups(model: nn.Module) -> dict[str, list[nn.Parameter]]:

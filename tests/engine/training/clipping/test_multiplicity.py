@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from engine.training.algorithms.stacked import StackedClipper, StackError
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper, make_clipper, per_layer_thresholds
-from engine.training.features.models import build_model
-from engine.training.layers import WeightStandardizedConv2d
+from engine.training.models.architectures import build_model
+from engine.training.models.layers import WeightStandardizedConv2d
+from engine.training.trainers.stack import StackedClipper, StackError
 
 
 class ResidualNormNet(nn.Module):

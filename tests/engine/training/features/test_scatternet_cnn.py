@@ -13,8 +13,8 @@ from engine.training.config.plan import plan_run
 from engine.training.config.reach import spec_coordinates
 from engine.training.config.spec import spec_dataset_info
 from engine.training.features import scatternet
-from engine.training.features.models import build_model, model_image_shape, trainable_coordinates
-from engine.training.trainer import build_run_model, train
+from engine.training.models.architectures import build_model, model_image_shape, trainable_coordinates
+from engine.training.trainers.single_run import build_run_model, train
 from tests.helpers import fast_spec, square_images
 
 MNIST_COEFFICIENTS = (81, 7, 7)

@@ -13,9 +13,9 @@ from scipy import stats
 
 from engine.training import parse_spec, plan_run, train
 from engine.training.algorithms.learners import expmech, linear, rwm, sq
+from engine.training.algorithms.learners.learner_runs import LEARNERS
 from engine.training.algorithms.learners.outcome import parameter, report_points
 from engine.training.algorithms.learners.stumps import Stumps
-from engine.training.algorithms.learners.training import LEARNERS
 from engine.training.config.keys import Algorithm
 from engine.training.datasets import Dataset
 

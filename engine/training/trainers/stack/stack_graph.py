@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from engine.training.algorithms.stacked.clipping import StackedClippedSum, StackedClipper
-from engine.training.algorithms.step_graph import PaddedLot, Replayed, lot_capacity
+from engine.training.algorithms.dpsgd_graph import PaddedLot, Replayed, lot_capacity
+from engine.training.trainers.stack.clipping import StackedClippedSum, StackedClipper
 
 
 class StackStepGraph:

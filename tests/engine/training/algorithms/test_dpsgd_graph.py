@@ -12,13 +12,14 @@ import pytest
 import torch
 from scipy import stats
 
-from engine.training import parse_spec, plan_spec, train, trainer
+from engine.training import parse_spec, plan_spec, train
 from engine.training.algorithms import dpsgd
 from engine.training.algorithms.dpsgd import clip_and_accumulate, dpsgd_step
-from engine.training.algorithms.step_graph import StepGraph, lot_capacity, step_graph_for
+from engine.training.algorithms.dpsgd_graph import StepGraph, lot_capacity, step_graph_for
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper, per_layer_thresholds
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 from engine.training.noise import add_gaussian_noise
+from engine.training.trainers import single_run
 from tests.engine.training.algorithms.test_dpsgd import make_plan
 from tests.helpers import fast_spec
 
@@ -177,7 +178,7 @@ def test_a_run_trained_through_the_graph_body_keeps_its_lots_noise_and_epsilon(m
         return made[-1]
 
     train(spec, plan=plan, on_step=eager_records.append, device=torch.device("cpu"))
-    monkeypatch.setattr(trainer, "step_graph_for", on_cpu)
+    monkeypatch.setattr(single_run, "step_graph_for", on_cpu)
     runs = []
     real_run = StepGraph.run
     monkeypatch.setattr(StepGraph, "run", lambda self, *a: runs.append(1) or real_run(self, *a))

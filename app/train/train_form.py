@@ -10,8 +10,20 @@ import streamlit as st
 from app import services
 from app.common import handoff
 from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
-from app.train import form_spec
-from app.train.form_state import (
+from app.train import widget_spec
+from app.train.more_fields import advanced, learner_fields
+from app.train.presets import (
+    COUNT_EPSILONS,
+    FILL_MODE,
+    FORM_DEFAULTS,
+    HIDDEN_WIDTHS,
+    LR_SCHEDULES,
+    PCA_NOISES,
+    PRESETS,
+    SIGMA_MODE,
+    TARGET_MODE,
+)
+from app.train.session_fields import (
     KEEP,
     LAST_MODE,
     OWN_VALUES,
@@ -32,18 +44,6 @@ from app.train.form_state import (
     slider,
     start_from_calibrated_sigma,
     start_notes,
-)
-from app.train.more_fields import advanced, learner_fields
-from app.train.presets import (
-    COUNT_EPSILONS,
-    FILL_MODE,
-    FORM_DEFAULTS,
-    HIDDEN_WIDTHS,
-    LR_SCHEDULES,
-    PCA_NOISES,
-    PRESETS,
-    SIGMA_MODE,
-    TARGET_MODE,
 )
 from app.train.shared_fields import share_spec, take_shared
 from app.train.technique_fields import accuracy_techniques, features_picker, wrn_fields
@@ -75,19 +75,19 @@ def spec_form() -> dict[str, Any]:
     with st.sidebar:
         preset_picker()
         algorithm_picker()
-        if form_spec.learner(field_value("algorithm")):
+        if widget_spec.learner(field_value("algorithm")):
             dataset_picker()
             learner_fields()
         else:
             data_and_model()
-            if form_spec.private(field_value("algorithm")):
+            if widget_spec.private(field_value("algorithm")):
                 privacy()
             else:
                 st.caption("No clipping and no noise: ε = ∞. Its accuracy is the reference the private runs pay for.")
             training()
             advanced()
     chosen = _chosen_dataset()
-    raw = form_spec.raw_spec({name: field_value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
+    raw = widget_spec.raw_spec({name: field_value(name) for name in FORM_DEFAULTS}, chosen.info, chosen.schema)
     show_refusal(services.preview_plan(json.dumps(raw, sort_keys=True)))  # cached: the page shows the same preview
     share_spec(raw, taken)
     return raw
@@ -124,7 +124,7 @@ def algorithm_picker() -> None:
 def dataset_picker() -> None:
     algorithm = field_value("algorithm")
     available = services.training_datasets()
-    datasets = form_spec.datasets_for(algorithm, {name: found.info for name, found in available.items()})
+    datasets = widget_spec.datasets_for(algorithm, {name: found.info for name, found in available.items()})
     coerce("dataset", datasets)
     here = [d for d in datasets if not services.missing_dataset_files(d)]
     options = here + [d for d in datasets if d not in here]  # what can train offline first
@@ -146,7 +146,7 @@ def data_and_model() -> None:
     dataset_picker()
     info = _chosen_dataset().info
     features_picker(info)
-    models = form_spec.models_for(info, algorithm, field_value("features"))
+    models = widget_spec.models_for(info, algorithm, field_value("features"))
     choice(
         st.selectbox,
         "Model",
@@ -164,11 +164,11 @@ def data_and_model() -> None:
         )
     if field_value("model") == "wrn":
         wrn_fields()
-    dims = form_spec.pca_dims_for(info)
+    dims = widget_spec.pca_dims_for(info)
     if field_value("model") not in ("logreg", "mlp") or field_value("features") != "pixels" or not dims:
         return
     st.checkbox(
-        "Project inputs with PCA" + (" (DP-PCA)" if form_spec.private(algorithm) else ""),
+        "Project inputs with PCA" + (" (DP-PCA)" if widget_spec.private(algorithm) else ""),
         key=key("use_pca"),
         persist_state=KEEP,
         help="Fewer input dimensions make each gradient less noisy; privately fitted, it spends some ε up front.",
@@ -182,7 +182,7 @@ def data_and_model() -> None:
             persist_state=KEEP,
             help="Dimensions kept: fewer denoise more but lose detail.",
         )
-        if form_spec.private(algorithm):
+        if widget_spec.private(algorithm):
             slider(
                 "DP-PCA noise σ_p",
                 PCA_NOISES,
@@ -256,7 +256,7 @@ def privacy() -> None:
         format="%.1e",
         help="Probability that the ε guarantee may fail: keep it well below 1/N; a smaller δ costs a little ε.",
     )
-    choice(st.radio, "Noise", "noise", list(form_spec.NOISE_TITLES), form_spec.NOISE_TITLES, form_spec.NOISE_HELP)
+    choice(st.radio, "Noise", "noise", list(widget_spec.NOISE_TITLES), widget_spec.NOISE_TITLES, widget_spec.NOISE_HELP)
     number(
         "Clipping bound b" if algorithm == "noisy_gd" else "Clipping norm C",
         "clip_norm",

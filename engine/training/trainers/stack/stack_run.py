@@ -18,15 +18,6 @@ from torch import Tensor
 from engine.privacy import PrivacyLedger, panel, rdp_curve
 from engine.training.algorithms.dpsgd import average, noise_std, norm_quantiles_by_row
 from engine.training.algorithms.optimizers import DEFAULT_MOMENTUM, OptimizerName
-from engine.training.algorithms.stacked.clipping import (
-    StackedClippedSum,
-    StackedClipper,
-    StackError,
-    clipped_sum_in_chunks,
-)
-from engine.training.algorithms.stacked.joint import StackMember, joint_epsilon
-from engine.training.algorithms.stacked.optimizer import StackedOptimizer
-from engine.training.algorithms.stacked.step_graph import StackStepGraph, stack_graph_for
 from engine.training.clipping import constant_tensor
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan
@@ -41,7 +32,7 @@ from engine.training.noise import (
     sample_poisson_lot,
 )
 from engine.training.noise_ahead import NoiseAhead
-from engine.training.trainer import (
+from engine.training.trainers.single_run import (
     EVALUATIONS_PER_RUN,
     StepRecord,
     TrainResult,
@@ -52,6 +43,15 @@ from engine.training.trainer import (
     pick_device,
     result_of,
 )
+from engine.training.trainers.stack.clipping import (
+    StackedClippedSum,
+    StackedClipper,
+    StackError,
+    clipped_sum_in_chunks,
+)
+from engine.training.trainers.stack.joint import StackMember, joint_epsilon
+from engine.training.trainers.stack.optimizer import StackedOptimizer
+from engine.training.trainers.stack.stack_graph import StackStepGraph, stack_graph_for
 
 # What every member of a stack must share: the data, the model, and the lots (q and the number of steps).
 STACK_KEYS = (

@@ -13,10 +13,10 @@ from engine.training.config.plan import plan_run
 from engine.training.config.reach import spec_coordinates
 from engine.training.config.spec import spec_dataset_info
 from engine.training.datasets import Dataset
-from engine.training.features.models import MODEL_DESCRIPTIONS, MODELS, build_model, trainable_coordinates
-from engine.training.features.wide_resnet import WideBlock
-from engine.training.layers import WeightStandardizedConv2d
-from engine.training.trainer import build_run_model, train
+from engine.training.models.architectures import MODEL_DESCRIPTIONS, MODELS, build_model, trainable_coordinates
+from engine.training.models.layers import WeightStandardizedConv2d
+from engine.training.models.wide_resnet import WideBlock
+from engine.training.trainers.single_run import build_run_model, train
 from tests.helpers import fast_spec
 
 CIFAR = (3, 32, 32)
@@ -123,7 +123,7 @@ def test_wrn_16_4_layout_groupnorm_and_weight_standardization_no_batchnorm():
 def test_groups_shrink_to_a_divisor_of_the_channels():
     model = wrn(10, 3, (1, 8, 8))  # 48, 96, 192 channels: 16 groups; stem 16
     assert {n.num_groups for n in model.modules() if isinstance(n, nn.GroupNorm)} == {16}
-    from engine.training.features.wide_resnet import group_norm
+    from engine.training.models.wide_resnet import group_norm
 
     assert group_norm(24).num_groups == 8 and group_norm(10).num_groups == 2
 

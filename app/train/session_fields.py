@@ -14,7 +14,6 @@ import streamlit as st
 from app import services
 from app.common import handoff
 from app.common.safe_text import literal
-from app.train.form_spec import raw_spec
 from app.train.presets import (
     DEFAULT_PRESET,
     FORM_DEFAULTS,
@@ -26,6 +25,7 @@ from app.train.presets import (
     form_values,
     same_kind,
 )
+from app.train.widget_spec import raw_spec
 from engine.training.config.keys import RANGES
 
 PREFIX = "train_"  # session-state keys of this form: the pages share one session state

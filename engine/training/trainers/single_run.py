@@ -25,11 +25,11 @@ from engine.privacy import Panel, PrivacyLedger, panel, privacy_statement, rdp_c
 from engine.privacy.tradeoff import attack_bound
 from engine.training.algorithms.aniso import DEFAULT_MAX_RATIO, DEFAULT_SMOOTHING, AnisoDPSGD, aniso_dpsgd_step
 from engine.training.algorithms.dpsgd import StepStats, dpsgd_step, noise_std
-from engine.training.algorithms.learners.training import train_learner
+from engine.training.algorithms.dpsgd_graph import step_graph_for
+from engine.training.algorithms.learners.learner_runs import train_learner
 from engine.training.algorithms.noisy_gd import BinaryLogistic, noisy_count, noisy_gd_step
 from engine.training.algorithms.nonprivate import ShuffledBatches, nonprivate_step
 from engine.training.algorithms.optimizers import OptimizerName, make_optimizer, set_learning_rate
-from engine.training.algorithms.step_graph import step_graph_for
 from engine.training.augmentation import spec_augmentation
 from engine.training.averaging import iterate_average
 from engine.training.canaries import GradientCanaries, InputCanaries, audited, make_canaries
@@ -39,8 +39,8 @@ from engine.training.config.plan import TrainingPlan, plan_run
 from engine.training.config.reach import model_options
 from engine.training.config.spec import RunSpec
 from engine.training.datasets import Dataset
-from engine.training.features.models import build_model
 from engine.training.inputs import features, input_arrays, load_spec_dataset
+from engine.training.models.architectures import build_model
 from engine.training.noise import noise_mode, random_streams
 from engine.training.noise_ahead import NoiseAhead
 

@@ -1,4 +1,4 @@
-"""Vectorized sweeps (`engine.training.algorithms.stacked`): the stacked clipped sums equal one book-keeping clipper per
+"""Vectorized sweeps (`engine.training.trainers.stack`): the stacked clipped sums equal one book-keeping clipper per
 member, the stacked update rules equal torch.optim's, the lead member follows its separate run, every member
 draws its own noise stream (its separate run's) at the stated scale, lots are shared, cancels leave the
 stack, and the joint ledger is the sampled Gaussian at σ_joint. (Noise independence, release mode and the
@@ -29,13 +29,13 @@ from engine.training import (
 )
 from engine.training import noise as noise_module
 from engine.training.algorithms.optimizers import OptimizerName, make_optimizer
-from engine.training.algorithms.stacked import StackedClipper, StackedOptimizer, joint_ledger
-from engine.training.algorithms.stacked import training as stacked_module
-from engine.training.algorithms.stacked.training import StackInputs
 from engine.training.clipping import BookKeepingClipper, UnsupportedModelError
-from engine.training.features.models import build_model
+from engine.training.models.architectures import build_model
 from engine.training.noise import random_streams
-from engine.training.trainer import features
+from engine.training.trainers.single_run import features
+from engine.training.trainers.stack import StackedClipper, StackedOptimizer, joint_ledger
+from engine.training.trainers.stack import training as stacked_module
+from engine.training.trainers.stack.stack_run import StackInputs
 from tests.helpers import fast_spec
 
 DEVICE = pick_device()

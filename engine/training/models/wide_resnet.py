@@ -12,7 +12,7 @@ The layout, for depth d = 6n + 4 and width k:
   block's stride) — jax_privacy projects there even when the shape is kept (stage 1 of WRN-d-1);
 - a head: ReLU → GroupNorm → global average pool → linear layer to the classes.
 
-Every convolution is `engine.training.layers.WeightStandardizedConv2d` with a bias (initialized to zero, as in
+Every convolution is `engine.training.models.layers.WeightStandardizedConv2d` with a bias (initialized to zero, as in
 jax_privacy); every GroupNorm has 16 groups (fewer where the channels are not divisible by 16) and affine
 parameters. No layer mixes examples: each example's output, loss and gradient depend on that example alone.
 jax_privacy's WSConv2D also has a learned gain per filter; the lab's layer has none (the GroupNorm after every
@@ -26,7 +26,7 @@ import math
 
 from torch import Tensor, nn
 
-from engine.training.layers import WeightStandardizedConv2d
+from engine.training.models.layers import WeightStandardizedConv2d
 
 DEPTHS = tuple(range(10, 41, 6))  # 6n + 4 with n = 1…6 blocks per stage: 10, 16, 22, 28, 34, 40
 DEFAULT_DEPTH = 16

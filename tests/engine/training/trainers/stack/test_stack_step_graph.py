@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from engine.training import StackMember, parse_spec, plan_spec, train_stack
-from engine.training.algorithms.stacked import StackedClipper
-from engine.training.algorithms.stacked import training as stacked_training
-from engine.training.algorithms.stacked.clipping import clipped_sum_in_chunks
-from engine.training.algorithms.stacked.step_graph import StackStepGraph, stack_graph_for
-from engine.training.algorithms.step_graph import lot_capacity
-from engine.training.features.models import build_model
+from engine.training.algorithms.dpsgd_graph import lot_capacity
+from engine.training.models.architectures import build_model
+from engine.training.trainers.stack import StackedClipper
+from engine.training.trainers.stack import training as stacked_training
+from engine.training.trainers.stack.clipping import clipped_sum_in_chunks
+from engine.training.trainers.stack.stack_graph import StackStepGraph, stack_graph_for
 from tests.engine.training.algorithms.test_step_graph import sum_tolerance
 from tests.helpers import fast_spec
 

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from engine.training.features import scatternet
-from engine.training.features.wide_resnet import DEFAULT_DEPTH, DEFAULT_WIDTH, build_wide_resnet
+from engine.training.models.wide_resnet import DEFAULT_DEPTH, DEFAULT_WIDTH, build_wide_resnet
 
 MODELS = ("logreg", "mlp", "cnn", "wrn")
 IMAGE_MODELS = ("cnn", "wrn")  # models that take the image (or its scattering coefficients), never PCA projections

@@ -30,10 +30,10 @@ per member), `joint` (the joint ledger of releasing several members together), `
 the trainer).
 """
 
-from engine.training.algorithms.stacked.clipping import StackedClippedSum, StackedClipper
-from engine.training.algorithms.stacked.joint import StackMember, joint_epsilon, joint_ledger, members_ledger
-from engine.training.algorithms.stacked.optimizer import StackedOptimizer
-from engine.training.algorithms.stacked.training import STACK_KEYS, StackError, stack_key, stack_note, train_stack
+from engine.training.trainers.stack.clipping import StackedClippedSum, StackedClipper
+from engine.training.trainers.stack.joint import StackMember, joint_epsilon, joint_ledger, members_ledger
+from engine.training.trainers.stack.optimizer import StackedOptimizer
+from engine.training.trainers.stack.stack_run import STACK_KEYS, StackError, stack_key, stack_note, train_stack
 
 __all__ = [
     "STACK_KEYS",

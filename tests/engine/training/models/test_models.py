@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from engine.training.features import models
-from engine.training.features.models import MODEL_DESCRIPTIONS, MODELS, build_model, cnn_supports
+from engine.training.models import architectures as models
+from engine.training.models.architectures import MODEL_DESCRIPTIONS, MODELS, build_model, cnn_supports
 
 
 def test_every_model_is_described():

@@ -11,7 +11,7 @@ from engine.training import DATASETS
 from engine.training.config.keys import CLIPPING_MODES, Algorithm
 from engine.training.datasets import DatasetInfo
 from engine.training.features import scatternet
-from engine.training.features.models import cnn_supports
+from engine.training.models.architectures import cnn_supports
 
 FEATURE_TITLES = {"pixels": "Pixels", "scatternet": "ScatterNet (Tramèr & Boneh 2021)"}
 WRN_SMALLEST_SIDE = 8  # the wide ResNet's three stages halve the image twice
