@@ -1,7 +1,7 @@
 """A stack's fixed-shape, masked stages (`stacked.step_graph`, captured in a CUDA graph on a GPU) compute what the
 eager stacked stages compute for the same lot and noise; the trainer keeps the lots, noise streams and ε of the
 eager stack. On the CPU the graph's body runs eagerly (no capture); `bench.gpu_check` checks capture and replay.
-Tolerances as in `tests/engine/training/algorithms/test_step_graph.py` (float64, Higham 2002 §3.1)."""
+Tolerances as in `tests.engine.training.algorithms.test_dpsgd_graph.py` (float64, Higham 2002 §3.1)."""
 
 import pytest
 import torch
@@ -10,10 +10,10 @@ from engine.training import StackMember, parse_spec, plan_spec, train_stack
 from engine.training.algorithms.dpsgd_graph import lot_capacity
 from engine.training.models.architectures import build_model
 from engine.training.trainers.stack import StackedClipper
-from engine.training.trainers.stack import training as stacked_training
+from engine.training.trainers.stack import stack_run as stacked_training
 from engine.training.trainers.stack.clipping import clipped_sum_in_chunks
 from engine.training.trainers.stack.stack_graph import StackStepGraph, stack_graph_for
-from tests.engine.training.algorithms.test_step_graph import sum_tolerance
+from tests.engine.training.algorithms.test_dpsgd_graph import sum_tolerance
 from tests.helpers import fast_spec
 
 

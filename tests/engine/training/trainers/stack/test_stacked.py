@@ -34,7 +34,7 @@ from engine.training.inputs import features
 from engine.training.models.architectures import build_model
 from engine.training.noise import random_streams
 from engine.training.trainers.stack import StackedClipper, StackedOptimizer, joint_ledger
-from engine.training.trainers.stack import training as stacked_module
+from engine.training.trainers.stack import stack_run as stacked_module
 from engine.training.trainers.stack.stack_run import StackInputs
 from tests.helpers import fast_spec
 
