@@ -282,7 +282,7 @@ def dpsgd_steps(context: StepContext) -> Step:
     clipper = make_clipper(context.model)
     ahead = drawn_ahead(clipper, plan, streams)
     graph = None
-    if context.canaries is None and context.augmentation is None:  # they'd need canaries, copies between stages
+    if context.canaries is None and context.augmentation is None:  # the graph replays fixed rows, no canaries
         graph = step_graph_for(
             clipper,
             context.x,
@@ -292,7 +292,6 @@ def dpsgd_steps(context: StepContext) -> Step:
             lot_size=plan.lot_size,
             physical_batch_size=spec.physical_batch_size,
         )
-    augmentation = {} if context.augmentation is None else {"augmentation": context.augmentation}
     return lambda step: dpsgd_step(
         step=step,
         clipper=clipper,
@@ -306,5 +305,5 @@ def dpsgd_steps(context: StepContext) -> Step:
         canaries=context.canaries,
         noise_ahead=ahead,
         step_graph=graph,
-        **augmentation,
+        augmentation=context.augmentation,
     )
