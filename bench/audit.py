@@ -41,7 +41,6 @@ from engine.jobs.settings import default_data_dirs
 from engine.privacy.auditing import audit_scores, sampled_shift_log_ratio
 from engine.training import DATASETS, Dataset, load_dataset, parse_spec, plan_spec, train
 from engine.training.config.examples import digits_demo_spec
-from engine.training.trainers import single_run
 
 EPSILONS = (1.0, 2.0, 4.0, 8.0, 50.0)
 KINDS = ("gradient", "input")
@@ -71,11 +70,11 @@ def timed(raw: dict, dataset: Dataset):
 def noise_cut(factor: float) -> Iterator[None]:
     """Inside: every DP-SGD step draws `factor` times its planned noise, while the plan and the reported ε stay."""
     honest = dpsgd.noise_std
-    dpsgd.noise_std = single_run.noise_std = lambda plan, step: honest(plan, step) * factor
+    dpsgd.noise_std = lambda plan, step: honest(plan, step) * factor  # DP-SGD's step and its noise drawn ahead
     try:
         yield
     finally:
-        dpsgd.noise_std = single_run.noise_std = honest
+        dpsgd.noise_std = honest
 
 
 def noise_only_optimum(raw: dict, canaries: int, repeats: int = NOISE_ONLY_REPEATS) -> list[float]:

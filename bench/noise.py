@@ -1,6 +1,6 @@
 """Noise suite: what release mode costs per DP-SGD step against the reproducible lab mode.
 
-One engine step (`single_run.make_step`: Poisson lot, book-keeping clipping, Gaussian noise drawn a step ahead,
+One engine step (`registry.make_step`: Poisson lot, book-keeping clipping, Gaussian noise drawn a step ahead,
 1/L, SGD) of logistic regression and of the MLP 64→128→10 on digits with lots of 256 (q = 256/1,438), on the
 CPU at one thread. Release mode seeds a fresh generator from `secrets` for the lot and for every tensor and draws
 each noise coordinate as four Gaussians, halved (`engine.training.noise`); the lab mode draws once from streams
@@ -13,8 +13,9 @@ import torch
 from bench.timing import Timing, measure, rate_record, ratio_record, report_unstable
 from engine.training import load_dataset, parse_spec, plan_spec
 from engine.training.algorithms.optimizers import OptimizerName, make_optimizer
+from engine.training.algorithms.registry import StepContext, make_step
 from engine.training.noise import random_streams
-from engine.training.trainers.single_run import build_run_model, make_step
+from engine.training.run_setup import build_run_model
 
 MODELS = {"logreg": {}, "mlp 64→128→10": {"model": "mlp", "hidden": [128]}}
 MODES = ("reproducible", "release")
@@ -52,11 +53,12 @@ def stepper(spec, data):
     model = build_run_model(spec, n_features=x.shape[1], n_classes=data.n_classes, image_shape=data.image_shape)
     optimizer = make_optimizer(OptimizerName(spec.optimizer), list(model.parameters()), lr=spec.lr, momentum=None)
     streams = random_streams(spec, device)
+    context = StepContext(spec=spec, plan=plan, model=model, optimizer=optimizer, x=x, y=y, streams=streams)
     state = {"step": plan.steps, "once": None}
 
     def step() -> None:
         if state["step"] == plan.steps:
-            state["once"], state["step"] = make_step(spec, plan, model, optimizer, x, y, streams), 0
+            state["once"], state["step"] = make_step(context), 0
         state["step"] += 1
         state["once"](state["step"])
 

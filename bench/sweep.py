@@ -35,7 +35,7 @@ from engine.training import (
     train,
     train_stack,
 )
-from engine.training.trainers import single_run
+from engine.training.algorithms import dpsgd
 from engine.training.trainers.stack import stack_run
 
 
@@ -125,12 +125,12 @@ def _time_stack_eager(members: list[StackMember], data: Dataset) -> tuple[float,
 @contextlib.contextmanager
 def eager_steps() -> Iterator[None]:
     """Runs and stacks trained meanwhile launch their stages one kernel at a time even on a GPU (no CUDA graph)."""
-    real = single_run.step_graph_for, stack_run.stack_graph_for
-    single_run.step_graph_for = stack_run.stack_graph_for = lambda *args, **kwargs: None
+    real = dpsgd.step_graph_for, stack_run.stack_graph_for
+    dpsgd.step_graph_for = stack_run.stack_graph_for = lambda *args, **kwargs: None
     try:
         yield
     finally:
-        single_run.step_graph_for, stack_run.stack_graph_for = real
+        dpsgd.step_graph_for, stack_run.stack_graph_for = real
 
 
 def _time_sequential(members: list[StackMember], data: Dataset) -> tuple[float, float]:

@@ -3,6 +3,21 @@
 app → engine, cache; engine.jobs → engine.training, engine.privacy, cache; engine.training →
 engine.privacy. Nothing in engine/ or cache/ imports streamlit, plotly or matplotlib; engine.privacy imports
 no torch.
+
+Inside engine.training the rooms are layered (`TRAINING_LAYERS`, bottom first; a module imports only from its own
+layer or those below):
+1. the data and the networks: datasets, the ScatterNet features, models and per-example clipping, which know
+   nothing of a spec;
+2. config: the spec, its keys and checks, the catalogue and the plan with its ledger;
+3. a run's randomness and its public transforms: the noise streams, noise drawn ahead, DP-PCA, augmentation,
+   the iterates' average and the canaries' placement;
+4. what a run reports: its records and result (`run_results`), and the audit's canaries that add to a result;
+5. the algorithms: their step chains and the step registry;
+6. the run setup: from a spec and its data to the inputs, model, optimizer and step a run trains with;
+7. the trainers (single run, stack), which never import each other;
+8. the pace, which times the setup and the trainers; the `engine.training` façade, which no module inside imports.
+
+And no import cycle among the project's modules (`test_no_import_cycle`).
 """
 
 import ast
@@ -189,3 +204,172 @@ def test_the_tests_mirror_the_source_tree():
                 f"{path.relative_to(ROOT)}: {folder}/ is no folder of {', '.join(MIRRORED)} in the repository"
             )
     assert not offenders, offenders
+
+
+TRAINING_LAYERS = (  # the rooms of engine.training, bottom first (the module docstring says what each holds)
+    ("datasets", "features", "features.scatternet", "models", "clipping"),
+    ("config",),
+    ("noise", "noise_ahead", "features.pca", "augmentation", "averaging", "canary_placement"),
+    ("run_results", "canaries"),
+    ("algorithms",),
+    ("inputs", "run_setup"),
+    ("trainers",),
+    ("pace",),
+)
+TRAINING = "engine.training"
+
+
+def project_modules() -> dict[str, Path]:
+    """Every module of app, engine and cache by its dotted name (a package by its own name)."""
+    modules = {}
+    for path in source_files():
+        name = module_name(path)
+        modules[name.removesuffix(".__init__")] = path
+    return modules
+
+
+def import_graph(modules: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """Module → the project modules it imports: every import statement in the file (at module level, under `if
+    TYPE_CHECKING:`, inside functions), `from p import m` counted as m where m is a module, relative imports
+    resolved. Edges from a package's `__init__` into its own package (the façade re-exporting, or lazily loading,
+    its submodules) are not counted, so a submodule may read names its package's `__init__` defines itself."""
+    modules = project_modules() if modules is None else modules
+
+    def deepest(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for module, path in modules.items():
+        package = path.name == "__init__.py"
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(deepest(alias.name) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = module.split(".") if package else module.split(".")[:-1]
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+                targets.update(deepest(f"{base}.{alias.name}") for alias in node.names)
+        graph[module] = {t for t in targets if t and t != module and not (package and under(t, module))}
+    return graph
+
+
+def training_layer(module: str) -> int | None:
+    """The layer of an engine.training module: that of the longest room naming it (None: the façade)."""
+    rooms = [
+        (len(room), index)
+        for index, layer in enumerate(TRAINING_LAYERS)
+        for room in layer
+        if under(module, f"{TRAINING}.{room}")
+    ]
+    return max(rooms)[1] if rooms else None
+
+
+def test_every_training_module_has_a_room():
+    homeless = [m for m in project_modules() if under(m, TRAINING) and m != TRAINING and training_layer(m) is None]
+    assert not homeless, f"place them in a layer of TRAINING_LAYERS: {homeless}"
+
+
+def test_the_training_rooms_import_only_downwards():
+    offenders = [
+        f"{module} (layer {training_layer(module) + 1}) imports {target}"
+        + ("" if target == TRAINING else f" (layer {training_layer(target) + 1})")
+        for module, targets in import_graph().items()
+        if under(module, TRAINING) and module != TRAINING
+        for target in sorted(targets)
+        if under(target, TRAINING) and (target == TRAINING or training_layer(target) > training_layer(module))
+    ]
+    assert not offenders, offenders
+
+
+def test_no_trainer_imports_another():
+    trainers = f"{TRAINING}.trainers"
+    rooms = {".".join(m.split(".")[:4]) for m in project_modules() if under(m, trainers) and m != trainers}
+    offenders = [
+        f"{module} imports {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if under(module, trainers) and under(target, trainers)
+        for room in rooms
+        if under(target, room) and not under(module, room)
+    ]
+    assert len(rooms) > 1 and not offenders, offenders
+
+
+# Cycles allowed, each with its reason (the modules of one cycle, sorted).
+ALLOWED_CYCLES = {
+    (
+        "engine.training.config.reach",
+        "engine.training.config.sota_options",
+        "engine.training.config.spec",
+    ): "the spec's checks take the spec: `spec` calls them while it validates, and they name `RunSpec` only in "
+    "annotations (under TYPE_CHECKING)",
+}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index, low, on_stack, stack, cycles, counter = {}, {}, set(), [], [], 0
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = counter
+                    counter += 1
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph[successor]))))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(tuple(sorted(component)))
+    return cycles
+
+
+def test_a_cycle_through_type_checking_and_function_level_imports_is_found(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    files = {
+        "pkg": "from pkg import a, b\n",  # the façade: not counted
+        "pkg.a": "def f():\n    from pkg.b import g\n",
+        "pkg.b": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n",
+        "pkg.c": "import pkg\n",
+    }
+    modules = {}
+    for name, text in files.items():
+        path = tmp_path / (name.replace(".", "/") + ("/__init__.py" if name == "pkg" else ".py"))
+        path.write_text(text)
+        modules[name] = path
+    graph = import_graph(modules)
+    assert graph == {"pkg": set(), "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}, "pkg.c": {"pkg"}}
+    assert import_cycles(graph) == [("pkg.a", "pkg.b")]
+
+
+def test_no_import_cycle():
+    cycles = [cycle for cycle in import_cycles(import_graph()) if cycle not in ALLOWED_CYCLES]
+    assert not cycles, cycles
+    stale = [cycle for cycle in ALLOWED_CYCLES if cycle not in import_cycles(import_graph())]
+    assert not stale, f"no longer cycles: drop them from ALLOWED_CYCLES: {stale}"

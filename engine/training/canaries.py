@@ -33,7 +33,6 @@ validity), and nothing here is computed from the private training data, so nothi
 
 import secrets
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.special
@@ -45,9 +44,7 @@ from engine.privacy.auditing import CanaryAudit, audit_scores, audit_sentence, s
 from engine.training.canary_placement import PublicProfile, public_profile, quietest
 from engine.training.config.audit import canary_count_problem
 from engine.training.config.spec import RunSpec, SpecError
-
-if TYPE_CHECKING:  # the trainer imports this module
-    from engine.training.trainers.single_run import TrainResult
+from engine.training.run_results import TrainResult
 
 LEVEL_RATE = 0.1  # the running level's weight on the newest release: about the last 10 steps
 MIN_VARIANCE = 1e-6  # the least variance assumed of a residual, in squared canary norms: keeps scores finite
@@ -197,7 +194,7 @@ def make_canaries(
     return InputCanaries(canaries=count, n_features=n_features, n_classes=n_classes, seed=spec.seed, device=device)
 
 
-def audited(result: "TrainResult", canaries: Canaries, model: nn.Module, *, delta: float) -> "TrainResult":
+def audited(result: TrainResult, canaries: Canaries, model: nn.Module, *, delta: float) -> TrainResult:
     """The run's result with its audit (the counts and ε̂ with its ceiling, never the membership), and a sentence
     saying what it shows in its privacy statement."""
     audit = canaries.audit(model, delta=delta)

@@ -7,8 +7,9 @@ A step's cost does not depend on the values that set the run's privacy or its le
 rate, the seed, the epochs): `pace_shape` drops them, so one measurement serves every run of the same shape. The
 textbook learners (no model, no lots) are timed by training the run itself for a moment.
 
-The subset is timed with the same code the trainer runs (`trainer.make_step`, `trainer.evaluate`); the lot
-is drawn by Poisson sampling at rate L/M over the subset's M examples, so the lots have the run's size L.
+The subset is set up and timed with the same code the trainer runs (`run_setup.build_training`, its step from the
+algorithm's registry, `run_results.evaluate`); the lot is drawn by Poisson sampling at rate L/M over the subset's
+M examples, so the lots have the run's size L.
 """
 
 import dataclasses
@@ -21,24 +22,14 @@ from typing import Any
 
 import torch
 
-from engine.training.algorithms.optimizers import OptimizerName, make_optimizer
-from engine.training.augmentation import spec_augmentation
-from engine.training.averaging import iterate_average
-from engine.training.canaries import GradientCanaries, InputCanaries, make_canaries
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan, plan_spec
 from engine.training.config.spec import RunSpec
 from engine.training.datasets import Dataset
-from engine.training.inputs import features, input_arrays, load_spec_dataset
-from engine.training.noise import random_streams
-from engine.training.trainers.single_run import (
-    EVALUATIONS_PER_RUN,
-    build_run_model,
-    evaluate,
-    make_step,
-    pick_device,
-    train,
-)
+from engine.training.inputs import load_spec_dataset
+from engine.training.run_results import EVALUATIONS_PER_RUN, evaluate
+from engine.training.run_setup import build_training, pick_device
+from engine.training.trainers.single_run import train
 
 # The spec keys that leave a step's cost as it is: the privacy parameters, the run's length and its randomness.
 PACE_FREE_KEYS = frozenset(
@@ -121,53 +112,24 @@ def measure_pace(
     )
     small = plan if plan.full_batch else dataclasses.replace(plan, n_train=subset)  # lots of the run's size L
 
-    prepared = time.perf_counter()
-    streams = random_streams(spec, device)
-    x_train, x_test = input_arrays(spec, part, cache_dir=None, device=device)
-    x_train = torch.as_tensor(x_train, device=device)
-    y_train = torch.as_tensor(part.y_train, device=device)
-    x_test, y_test = torch.as_tensor(x_test, device=device), torch.as_tensor(part.y_test, device=device)
-    x_train, x_test = features(spec, small, x_train, x_test, streams["pca"])
-    features_s = (time.perf_counter() - prepared) * n_train / subset  # features cost each example alike
-
-    torch.manual_seed(spec.seed)
-    model = build_run_model(
-        spec, n_features=x_train.shape[1], n_classes=data.n_classes, image_shape=data.image_shape
-    ).to(device)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = make_optimizer(OptimizerName(spec.optimizer), params, lr=spec.lr, momentum=spec.momentum)
-    canaries = make_canaries(spec, model, x_train=x_train, public=(x_test, y_test), n_classes=data.n_classes)
-    if isinstance(canaries, InputCanaries):
-        x_train, y_train = canaries.training_set(x_train, y_train)
-    step_once = make_step(
-        spec,
-        small,
-        model,
-        optimizer,
-        x_train,
-        y_train,
-        streams,
-        canaries=canaries if isinstance(canaries, GradientCanaries) else None,
-        augmentation=spec_augmentation(spec, data.image_shape, streams),
-    )
-    average = iterate_average(model, spec.ema_decay)
-    released = model if average is None else average.model
+    run = build_training(spec, small, part, device)
+    features_s = run.inputs_s * n_train / subset  # features cost each example alike
 
     times: list[float] = []
     step, timing_started = 0, None
     while step < min(small.steps, WARMUP_STEPS + MAX_TIMED_STEPS):
         step += 1
         began = _now(device)
-        step_once(step)
-        if average is not None:
-            average.update()
+        run.step(step)
+        if run.average is not None:
+            run.average.update()
         if step > WARMUP_STEPS:
             times.append(_now(device) - began)
             timing_started = timing_started or began
             if len(times) >= MIN_TIMED_STEPS and _now(device) - timing_started >= TIMING_BUDGET_S:
                 break
     began = _now(device)
-    evaluate(released, x_test, y_test)
+    evaluate(run.released, run.x_test, run.y_test)
     evaluation_s = (_now(device) - began) * n_test / tests
     return Pace(
         step_s=statistics.median(times) if times else 0.0,

@@ -31,14 +31,14 @@ def test_the_sweep_suite_records_each_mode_and_its_ratios(monkeypatch):
 def test_the_eager_modes_turn_the_step_graphs_off_and_back_on(monkeypatch):
     """ "one run, eager" and "stack, eager" train without a CUDA graph; the graphs come back afterwards, and only
     the ratios whose two modes ran are reported."""
-    from engine.training.trainers import single_run
+    from engine.training.algorithms import dpsgd
     from engine.training.trainers.stack import stack_run
 
-    made = {"run": single_run.step_graph_for, "stack": stack_run.stack_graph_for}
+    made = {"run": dpsgd.step_graph_for, "stack": stack_run.stack_graph_for}
     with sweep.eager_steps():
-        assert single_run.step_graph_for(None, None, None) is None
+        assert dpsgd.step_graph_for(None, None, None) is None
         assert stack_run.stack_graph_for(None, None, None) is None
-    assert single_run.step_graph_for is made["run"] and stack_run.stack_graph_for is made["stack"]
+    assert dpsgd.step_graph_for is made["run"] and stack_run.stack_graph_for is made["stack"]
     settings = sweep.Settings(
         members=2, epochs=0.1, repetitions=1, models=("logreg",), test_examples=100, modes=("one run", "one run, eager")
     )

@@ -8,7 +8,8 @@ lot vs batch, Opacus' BatchMemoryManager): the clipped sums of the batches of on
 before the single noise draw, so the release is the same whatever the physical batch size.
 The numbers come from a `TrainingPlan`, whose ledger accounts for exactly them; the lots and the noise
 from the run's random streams (`noise`: reproducible lab streams or release-mode OS randomness).
-The vectorized stack (`stacked.training`) runs the same noise and scaling stages on each member's rows.
+The vectorized stack (`engine.training.trainers.stack`) runs the same noise and scaling stages on each member's
+rows. `dpsgd_steps` is DP-SGD's entry in the step registry (`algorithms.registry`).
 
 Augmentation multiplicity (De et al. 2022, §3.1): with an `Augmentation` of K copies, each physical batch of the
 lot is augmented just before clipping (its examples' K augmented copies, example-major, labels repeated), and the
@@ -20,15 +21,22 @@ examples, about physical_batch_size rows, so memory stays about the same; a step
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from engine.training.algorithms.dpsgd_graph import StepGraph
+from engine.training.algorithms.dpsgd_graph import StepGraph, step_graph_for
+from engine.training.algorithms.registry import Step, StepContext, StepStats, register_step
 from engine.training.canaries import GradientCanaries
-from engine.training.clipping import BookKeepingClipper, ClippedSum, MaterializedClipper, per_layer_thresholds
+from engine.training.clipping import (
+    BookKeepingClipper,
+    ClippedSum,
+    MaterializedClipper,
+    make_clipper,
+    per_layer_thresholds,
+)
+from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan
 from engine.training.noise import RandomSource, sample_poisson_lot
 from engine.training.noise_ahead import NoiseAhead, add_step_noise, step_noise
@@ -131,20 +139,6 @@ def clip_thresholds(clipper: Clipper, clip_norm: float, clipping: str | None) ->
 
 
 GRAD_NORM_QUANTILES = (0.1, 0.5, 0.9)
-
-
-@dataclass(frozen=True)
-class StepStats:
-    """What one step saw of the private data: diagnostics, never released."""
-
-    lot_size: int
-    loss_sum: float
-    clipped_fraction: float | None
-    # quantiles of the lot's per-example gradient norms before clipping (`GRAD_NORM_QUANTILES`)
-    grad_norm_p10: float | None = None
-    grad_norm_p50: float | None = None
-    grad_norm_p90: float | None = None
-    correct: int | None = None  # examples of the lot the model classified right, from the step's own logits
 
 
 @functools.lru_cache(maxsize=4096)
@@ -273,3 +267,43 @@ def eager_stages(
     if canaries is not None:
         canaries.observe(noisy, magnitude=canary_norm, noise_std=std, rate=plan.sampling_rate)
     return clipped, average(noisy, plan)
+
+
+def drawn_ahead(clipper: Clipper, plan: TrainingPlan, streams) -> NoiseAhead:
+    """The run's Gaussian noise drawn a step ahead, from its noise stream (`engine.training.noise_ahead`)."""
+    return NoiseAhead(clipper.params, functools.partial(noise_std, plan), streams["noise"], last_step=plan.steps)
+
+
+@register_step(Algorithm.DPSGD)
+def dpsgd_steps(context: StepContext) -> Step:
+    """DP-SGD's step with its noise drawn ahead; with the audit's canaries or an augmentation each lot runs its
+    stages eagerly, and without them (on a GPU) through the step graph (`dpsgd_graph.step_graph_for`)."""
+    spec, plan, streams = context.spec, context.plan, context.streams
+    clipper = make_clipper(context.model)
+    ahead = drawn_ahead(clipper, plan, streams)
+    graph = None
+    if context.canaries is None and context.augmentation is None:  # the graph replays fixed rows, no canaries
+        graph = step_graph_for(
+            clipper,
+            context.x,
+            context.y,
+            n_train=len(context.x),
+            sampling_rate=plan.sampling_rate,
+            lot_size=plan.lot_size,
+            physical_batch_size=spec.physical_batch_size,
+        )
+    return lambda step: dpsgd_step(
+        step=step,
+        clipper=clipper,
+        optimizer=context.optimizer,
+        x=context.x,
+        y=context.y,
+        plan=plan,
+        physical_batch_size=spec.physical_batch_size,
+        sampling_generator=streams["sampling"],
+        noise_generator=streams["noise"],
+        canaries=context.canaries,
+        noise_ahead=ahead,
+        step_graph=graph,
+        augmentation=context.augmentation,
+    )

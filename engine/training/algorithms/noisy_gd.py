@@ -19,8 +19,10 @@ import math
 import torch
 from torch import Tensor, nn
 
-from engine.training.algorithms.dpsgd import StepStats, clip_and_accumulate, stats_of
-from engine.training.clipping import clip_factors
+from engine.training.algorithms.dpsgd import clip_and_accumulate, drawn_ahead, stats_of
+from engine.training.algorithms.registry import Step, StepContext, StepStats, register_step
+from engine.training.clipping import clip_factors, make_clipper
+from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan
 from engine.training.noise import RandomSource, uniform
 from engine.training.noise_ahead import NoiseAhead, add_step_noise
@@ -95,3 +97,25 @@ def noisy_gd_step(
         param.grad = g.div_(denominator)
     optimizer.step()
     return stats
+
+
+@register_step(Algorithm.NOISY_GD)
+def noisy_gd_steps(context: StepContext) -> Step:
+    """Noisy GD's step over the whole data, divided by the noisy count ñ drawn once here (from the count stream),
+    its noise drawn a step ahead."""
+    clipper = make_clipper(context.model)
+    plan, streams = context.plan, context.streams
+    denominator = noisy_count(len(context.x), epsilon=plan.count_epsilon, generator=streams["count"])
+    ahead = drawn_ahead(clipper, plan, streams)
+    return lambda step: noisy_gd_step(
+        step=step,
+        clipper=clipper,
+        optimizer=context.optimizer,
+        x=context.x,
+        y=context.y,
+        plan=plan,
+        denominator=denominator,
+        physical_batch_size=context.spec.physical_batch_size,
+        noise_generator=streams["noise"],
+        noise_ahead=ahead,
+    )

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from engine.training.algorithms.dpsgd import StepStats
+from engine.training.algorithms.registry import Step, StepContext, StepStats, register_step
+from engine.training.config.keys import Algorithm
 
 
 class ShuffledBatches:
@@ -46,3 +47,18 @@ def nonprivate_step(
         loss_sum += float(loss.detach())
     optimizer.step()
     return StepStats(lot_size=len(batch), loss_sum=loss_sum, clipped_fraction=None)
+
+
+@register_step(Algorithm.NONPRIVATE)
+def nonprivate_steps(context: StepContext) -> Step:
+    """The baseline's step: the next shuffled batch of the plan's lot size, from the run's shuffle stream."""
+    x = context.x
+    batches = ShuffledBatches(len(x), context.plan.lot_size, context.streams["shuffle"].generator(), x.device)
+    return lambda step: nonprivate_step(
+        model=context.model,
+        optimizer=context.optimizer,
+        x=x,
+        y=context.y,
+        batches=batches,
+        physical_batch_size=context.spec.physical_batch_size,
+    )

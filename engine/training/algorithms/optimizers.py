@@ -1,26 +1,13 @@
 """Update rules. Each consumes the privatized gradient only, so any of them is post-processing and
-costs no privacy: plain SGD (Abadi et al. 2016), SGD with momentum, and Adam."""
+costs no privacy: plain SGD (Abadi et al. 2016), SGD with momentum, and Adam. Their names, as a spec gives
+them, live in `engine.training.config.optimizer_keys`."""
 
 from collections.abc import Iterable
-from enum import StrEnum
 
 import torch
 from torch import nn
 
-DEFAULT_MOMENTUM = 0.9
-
-
-class OptimizerName(StrEnum):
-    SGD = "sgd"
-    MOMENTUM = "momentum"
-    ADAM = "adam"
-
-
-DESCRIPTIONS = {
-    OptimizerName.SGD: "plain SGD: θ ← θ − η·g",
-    OptimizerName.MOMENTUM: "SGD with heavy-ball momentum (key `momentum`, default 0.9)",
-    OptimizerName.ADAM: "Adam (β = 0.9, 0.999) on the noisy gradient",
-}
+from engine.training.config.optimizer_keys import DEFAULT_MOMENTUM, OptimizerName
 
 
 def make_optimizer(
@@ -36,3 +23,6 @@ def make_optimizer(
 def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
+
+
+__all__ = ["DEFAULT_MOMENTUM", "OptimizerName", "make_optimizer", "set_learning_rate"]

@@ -3,8 +3,8 @@ line and a source per algorithm, model, preprocessing step and update rule."""
 
 from dataclasses import asdict, dataclass
 
-from engine.training.algorithms.optimizers import DESCRIPTIONS as OPTIMIZER_DESCRIPTIONS
 from engine.training.config.keys import CLIPPING_MODES, KEYS_BY_ALGORITHM, Algorithm
+from engine.training.config.optimizer_keys import OPTIMIZER_DESCRIPTIONS
 from engine.training.models.architectures import MODEL_DESCRIPTIONS
 
 

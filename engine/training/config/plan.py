@@ -37,7 +37,7 @@ from engine.privacy import (
 )
 from engine.privacy.planning import sampling_rate, steps_for
 from engine.privacy.restarts import charge_earlier_attempts, restart_sentence
-from engine.training.algorithms.learners import budget
+from engine.training.config import learner_budget
 from engine.training.config.keys import RANGES, Algorithm
 from engine.training.config.reach import schedule_outside
 from engine.training.config.schedules import CONSTANT, Schedule
@@ -331,7 +331,7 @@ def learner_plan(spec: RunSpec, *, n_train: int) -> TrainingPlan:
             noise_phases=((1.0, 1),),
             learner_parameters=(("expmech_epsilon", epsilon),),
             learner_step=Release(
-                event=budget.expmech_event(epsilon),
+                event=learner_budget.expmech_event(epsilon),
                 label=(
                     f"exponential mechanism over {spec.thresholds}-threshold decision stumps, ε = "
                     f"{epsilon:g} (score: −training errors, sensitivity 1)"
@@ -340,7 +340,7 @@ def learner_plan(spec: RunSpec, *, n_train: int) -> TrainingPlan:
         )
     if algorithm is Algorithm.SQ_LAPLACE:
         iterations, queries = int(spec.epochs), spec_dataset_info(spec).n_features + 1  # a weight per feature, a bias
-        per_query = budget.sq_query_epsilon(
+        per_query = learner_budget.sq_query_epsilon(
             target_epsilon=epsilon, iterations=iterations, queries_per_iteration=queries
         )
         return TrainingPlan(
@@ -354,7 +354,7 @@ def learner_plan(spec: RunSpec, *, n_train: int) -> TrainingPlan:
                 ("queries_per_iteration", queries),
             ),
             learner_step=Release(
-                event=budget.sq_step_event(query_epsilon=per_query, queries_per_iteration=queries),
+                event=learner_budget.sq_step_event(query_epsilon=per_query, queries_per_iteration=queries),
                 label=(
                     f"SQ iteration: {queries} statistical queries Σφ, φ ∈ [0, 1], each with Laplace "
                     f"noise of scale {1.0 / per_query:.4g} (ε_q = {per_query:.3g})"
@@ -362,7 +362,7 @@ def learner_plan(spec: RunSpec, *, n_train: int) -> TrainingPlan:
             ),
         )
     rounds = spec.rounds
-    eta = budget.rwm_eta(target_epsilon=epsilon, rounds=rounds, delta=delta)
+    eta = learner_budget.rwm_eta(target_epsilon=epsilon, rounds=rounds, delta=delta)
     return TrainingPlan(
         **common,
         steps=rounds,
@@ -371,7 +371,7 @@ def learner_plan(spec: RunSpec, *, n_train: int) -> TrainingPlan:
         learner_parameters=(("eta", eta),),
         neighboring=NeighboringRelation.REPLACE_ONE,
         learner_step=Release(
-            event=budget.rwm_round_event(eta),
+            event=learner_budget.rwm_round_event(eta),
             label=(
                 f"randomized weighted majority round (exponential mechanism over cumulative losses, "
                 f"η = {eta:.4g}: 2η-DP)"

@@ -22,7 +22,6 @@ from typing import Any
 
 from engine.privacy.limits import NumberRange, brief
 from engine.privacy.planning import MAX_TRAINING_STEPS, steps_for
-from engine.training.algorithms.optimizers import DEFAULT_MOMENTUM, OptimizerName
 from engine.training.config.audit import AuditError, parse_audit
 from engine.training.config.keys import (
     ALGORITHMS,
@@ -43,6 +42,7 @@ from engine.training.config.keys import (
     Algorithm,
 )
 from engine.training.config.model_keys import model_options, model_problem
+from engine.training.config.optimizer_keys import DEFAULT_MOMENTUM, OptimizerName
 from engine.training.config.reach import canaries_problem, schedules_problem
 from engine.training.config.schedules import CONSTANT, Schedule, ScheduleError, ScheduleKind, parse_schedule
 from engine.training.config.sota_options import augmentation_problem, privacy_keys_problem

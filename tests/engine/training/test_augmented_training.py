@@ -8,7 +8,7 @@ import dataclasses
 import torch
 
 from engine.training import parse_spec, train
-from engine.training.trainers import single_run
+from engine.training.algorithms import dpsgd
 from tests.helpers import fast_spec
 
 CPU = torch.device("cpu")
@@ -25,7 +25,7 @@ def without_times(records):
 
 def test_the_clipper_sees_k_copies_of_each_example_and_clips_one_gradient_per_example(monkeypatch):
     calls = []
-    make_clipper = single_run.make_clipper
+    make_clipper = dpsgd.make_clipper
 
     def recording_clipper(model):
         clipper = make_clipper(model)
@@ -39,7 +39,7 @@ def test_the_clipper_sees_k_copies_of_each_example_and_clips_one_gradient_per_ex
         clipper.clipped_sum = recorded
         return clipper
 
-    monkeypatch.setattr(single_run, "make_clipper", recording_clipper)
+    monkeypatch.setattr(dpsgd, "make_clipper", recording_clipper)
     records = []
     train(parse_spec(sigma_spec(augmentation_multiplicity=4)), on_step=records.append, device=CPU)
     lots = [r.lot_size for r in records if r.step > 0]

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from engine.training import parse_spec, train
+from engine.training import parse_spec, run_setup, train
 from engine.training.averaging import IterateAverage, iterate_average, warmup_decay
 from engine.training.trainers import single_run
 from tests.helpers import fast_spec
@@ -91,7 +91,7 @@ def test_every_evaluation_is_of_the_average_of_the_iterates(raw, monkeypatch):
         return original_evaluate(model, x, y)
 
     original_evaluate = single_run.evaluate
-    monkeypatch.setattr(single_run, "iterate_average", recording_average)
+    monkeypatch.setattr(run_setup, "iterate_average", recording_average)
     monkeypatch.setattr(single_run, "evaluate", recording_evaluate)
     records = []
     result = train(parse_spec(raw), on_step=records.append, device=torch.device("cpu"))
@@ -100,7 +100,7 @@ def test_every_evaluation_is_of_the_average_of_the_iterates(raw, monkeypatch):
     assert average.steps == len(iterates) == result.steps > 1
     expected = [p.detach().clone() for p in average.model.parameters()]
     torch.manual_seed(raw["seed"])  # the initialization, as the trainer draws it
-    initial = single_run.build_run_model(parse_spec(raw), n_features=64, n_classes=10, image_shape=(1, 8, 8))
+    initial = run_setup.build_run_model(parse_spec(raw), n_features=64, n_classes=10, image_shape=(1, 8, 8))
     hand = [p.detach().clone() for p in initial.parameters()]  # θ̄ ← βₜ θ̄ + (1 − βₜ) θₜ, from θ̄₀ = θ₀
     for t, theta in enumerate(iterates, start=1):
         beta = min(0.9, (1 + t) / (10 + t))

@@ -13,7 +13,6 @@ from engine.training.canaries import GradientCanaries
 from engine.training.canary_placement import public_profile
 from engine.training.config.examples import digits_demo_spec
 from engine.training.models.architectures import build_model
-from engine.training.trainers import single_run
 
 
 def audited(eps: float, canaries: int = 500, **changes) -> dict:
@@ -25,7 +24,6 @@ def noise_cut(monkeypatch, factor: float) -> None:
     mechanism with less noise than it claims. The canaries' scores see the noise actually drawn."""
     honest = dpsgd.noise_std
     monkeypatch.setattr(dpsgd, "noise_std", lambda plan, step: honest(plan, step) * factor)
-    monkeypatch.setattr(single_run, "noise_std", dpsgd.noise_std)  # the noise drawn ahead (`single_run.drawn_ahead`)
 
 
 def digits_logreg() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from engine.training import noise_ahead, parse_spec, plan_spec, train
+from engine.training.algorithms import dpsgd, noisy_gd
 from engine.training.noise import PARALLEL_NOISE_MIN, OsStream, add_gaussian_noise
 from engine.training.noise_ahead import NoiseAhead, NoiseOrderError
-from engine.training.trainers import single_run
 from tests.helpers import blobs_dataset, fast_spec, noisy_gd_spec
 
 SHAPES = [(3 * PARALLEL_NOISE_MIN + 5,), (40, 30), (7,)]  # one drawn in chunks, two whole
@@ -108,9 +108,11 @@ def test_a_run_trains_to_the_same_numbers_with_its_noise_drawn_ahead(monkeypatch
         parse_spec(noisy_gd_spec(blobs_dataset(tmp_path), noise_multiplier=5.0, count_epsilon=0.05, epochs=5)),
     ]
     runs: dict[str, list] = {"ahead": [], "inline": []}
+    inline: list[str] = []  # the steps built with the inline noise stage
     for mode in runs:
         if mode == "inline":
-            monkeypatch.setattr(single_run, "drawn_ahead", lambda *args: None)  # the inline noise stage
+            for module in (dpsgd, noisy_gd):  # the builders of the steps that draw noise ahead
+                monkeypatch.setattr(module, "drawn_ahead", lambda *args, name=module.__name__: inline.append(name))
         for spec in specs:
             records: list = []
             data = digits if spec.dataset == "digits" else None
@@ -118,3 +120,4 @@ def test_a_run_trains_to_the_same_numbers_with_its_noise_drawn_ahead(monkeypatch
             metrics = [{k: v for k, v in r.metrics().items() if k != "elapsed_s"} for r in records]
             runs[mode].append((result.test_loss, result.test_accuracy, metrics))
     assert runs["ahead"] == runs["inline"]
+    assert inline == [dpsgd.__name__, dpsgd.__name__, noisy_gd.__name__]  # every inline run drew its noise inline

@@ -27,10 +27,10 @@ import math
 
 import numpy as np
 
-from engine.training.algorithms.learners import budget
 from engine.training.algorithms.learners.outcome import LearnerOutcome, Report, ShouldStop
 from engine.training.algorithms.learners.rwm import Evaluate, train_on_stream
 from engine.training.algorithms.learners.stumps import Stumps
+from engine.training.config import learner_budget
 from engine.training.config.plan import TrainingPlan
 from engine.training.config.spec import RunSpec
 from engine.training.datasets import Dataset
@@ -45,7 +45,7 @@ def excess_risk_bound(*, rounds: int, experts: int, eta: float, beta: float = BE
 
 def private_excess_risk_bound(*, rounds: int, experts: int, epsilon: float, delta: float, beta: float = BETA) -> float:
     """`excess_risk_bound` at the private rate η = ε/√(32 T ln(1/δ)) the plan uses."""
-    eta = budget.rwm_eta(target_epsilon=epsilon, rounds=rounds, delta=delta)
+    eta = learner_budget.rwm_eta(target_epsilon=epsilon, rounds=rounds, delta=delta)
     return excess_risk_bound(rounds=rounds, experts=experts, eta=eta, beta=beta)
 
 

@@ -26,8 +26,9 @@ in `joint_ledger` (K Gaussian mechanisms on each shared lot plus every distinct 
 stored as the stack's joint ε (`joint_epsilon`: the tightest of RDP and PLD).
 
 The package: `clipping` (the stacked book-keeping clipped sums), `optimizer` (SGD, momentum and Adam
-per member), `joint` (the joint ledger of releasing several members together), `training` (which specs stack,
-the trainer).
+per member), `joint` (the joint ledger of releasing several members together), `stack_graph` (a step as one CUDA
+graph), `stack_run` (which specs stack, the trainer). Like the single-run trainer it builds on the shared rooms
+below (`inputs`, `run_setup`, `run_results`), never on the single-run trainer itself.
 """
 
 from engine.training.trainers.stack.clipping import StackedClippedSum, StackedClipper

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from engine.training.algorithms.optimizers import OptimizerName
+from engine.training.config.optimizer_keys import OptimizerName
 
 
 class StackedOptimizer:

@@ -17,12 +17,13 @@ from torch import Tensor
 
 from engine.privacy import PrivacyLedger, panel, rdp_curve
 from engine.training.algorithms.dpsgd import average, noise_std, norm_quantiles_by_row
-from engine.training.algorithms.optimizers import DEFAULT_MOMENTUM, OptimizerName
 from engine.training.clipping import constant_tensor
 from engine.training.config.keys import Algorithm
+from engine.training.config.optimizer_keys import DEFAULT_MOMENTUM, OptimizerName
 from engine.training.config.plan import TrainingPlan
 from engine.training.config.spec import RunSpec
 from engine.training.datasets import Dataset
+from engine.training.inputs import features, input_arrays, load_spec_dataset
 from engine.training.noise import (
     RELEASE,
     Stream,
@@ -32,17 +33,8 @@ from engine.training.noise import (
     sample_poisson_lot,
 )
 from engine.training.noise_ahead import NoiseAhead
-from engine.training.trainers.single_run import (
-    EVALUATIONS_PER_RUN,
-    StepRecord,
-    TrainResult,
-    build_run_model,
-    features,
-    input_arrays,
-    load_spec_dataset,
-    pick_device,
-    result_of,
-)
+from engine.training.run_results import EVALUATIONS_PER_RUN, StepRecord, TrainResult, result_of
+from engine.training.run_setup import build_run_model, pick_device
 from engine.training.trainers.stack.clipping import (
     StackedClippedSum,
     StackedClipper,

@@ -22,15 +22,15 @@ from engine.training.algorithms.aniso import (
     WeightLayout,
     add_weighted_noise,
     aniso_dpsgd_step,
-    sensitivity_estimate,
-    weights_from_sensitivity,
 )
+from engine.training.algorithms.aniso_weights import sensitivity_estimate, weights_from_sensitivity
+from engine.training.algorithms.registry import StepContext, make_step
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper
 from engine.training.config.keys import Algorithm
 from engine.training.config.plan import TrainingPlan
 from engine.training.models.architectures import build_model
 from engine.training.noise import random_streams
-from engine.training.trainers.single_run import build_run_model, make_step
+from engine.training.run_setup import build_run_model
 from tests.helpers import fast_spec
 
 ALPHA = 1e-6  # false-failure rate of each statistical test below
@@ -325,7 +325,7 @@ def run_steps(spec: dict, steps: int, data, *, streams_of: dict | None = None) -
     torch.manual_seed(parsed.seed)
     model = build_run_model(parsed, n_features=x.shape[1], n_classes=data.n_classes, image_shape=data.image_shape)
     optimizer = torch.optim.SGD(model.parameters(), lr=parsed.lr)
-    step = make_step(parsed, plan, model, optimizer, x, y, streams)
+    step = make_step(StepContext(spec=parsed, plan=plan, model=model, optimizer=optimizer, x=x, y=y, streams=streams))
     for t in range(1, steps + 1):
         step(t)
     return [p.detach().clone() for p in model.parameters()]

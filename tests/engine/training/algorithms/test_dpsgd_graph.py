@@ -19,7 +19,6 @@ from engine.training.algorithms.dpsgd_graph import StepGraph, lot_capacity, step
 from engine.training.clipping import BookKeepingClipper, MaterializedClipper, per_layer_thresholds
 from engine.training.models.architectures import build_model
 from engine.training.noise import add_gaussian_noise
-from engine.training.trainers import single_run
 from tests.engine.training.algorithms.test_dpsgd import make_plan
 from tests.helpers import fast_spec
 
@@ -178,7 +177,7 @@ def test_a_run_trained_through_the_graph_body_keeps_its_lots_noise_and_epsilon(m
         return made[-1]
 
     train(spec, plan=plan, on_step=eager_records.append, device=torch.device("cpu"))
-    monkeypatch.setattr(single_run, "step_graph_for", on_cpu)
+    monkeypatch.setattr(dpsgd, "step_graph_for", on_cpu)
     runs = []
     real_run = StepGraph.run
     monkeypatch.setattr(StepGraph, "run", lambda self, *a: runs.append(1) or real_run(self, *a))

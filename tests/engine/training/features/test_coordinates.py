@@ -14,7 +14,7 @@ from engine.training.config.reach import spec_coordinates
 from engine.training.config.spec import spec_dataset_info
 from engine.training.datasets import DATASETS
 from engine.training.features import scatternet
-from engine.training.trainers.single_run import build_run_model
+from engine.training.run_setup import build_run_model
 from tests.helpers import fast_spec
 
 COMBINATIONS = list(

@@ -14,7 +14,8 @@ from engine.training.config.reach import spec_coordinates
 from engine.training.config.spec import spec_dataset_info
 from engine.training.features import scatternet
 from engine.training.models.architectures import build_model, model_image_shape, trainable_coordinates
-from engine.training.trainers.single_run import build_run_model, train
+from engine.training.run_setup import build_run_model
+from engine.training.trainers.single_run import train
 from tests.helpers import fast_spec, square_images
 
 MNIST_COEFFICIENTS = (81, 7, 7)

@@ -16,7 +16,8 @@ from engine.training.datasets import Dataset
 from engine.training.models.architectures import MODEL_DESCRIPTIONS, MODELS, build_model, trainable_coordinates
 from engine.training.models.layers import WeightStandardizedConv2d
 from engine.training.models.wide_resnet import WideBlock
-from engine.training.trainers.single_run import build_run_model, train
+from engine.training.run_setup import build_run_model
+from engine.training.trainers.single_run import train
 from tests.helpers import fast_spec
 
 CIFAR = (3, 32, 32)

@@ -30,9 +30,9 @@ from engine.training import (
 from engine.training import noise as noise_module
 from engine.training.algorithms.optimizers import OptimizerName, make_optimizer
 from engine.training.clipping import BookKeepingClipper, UnsupportedModelError
+from engine.training.inputs import features
 from engine.training.models.architectures import build_model
 from engine.training.noise import random_streams
-from engine.training.trainers.single_run import features
 from engine.training.trainers.stack import StackedClipper, StackedOptimizer, joint_ledger
 from engine.training.trainers.stack import stack_run as stacked_module
 from engine.training.trainers.stack.stack_run import StackInputs

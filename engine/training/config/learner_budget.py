@@ -1,5 +1,6 @@
-"""How each textbook learner (seed 004, Dwork & Roth ch. 11) spends a target ε: the parameter of its mechanism
-and the DP event of one step, from public numbers only. Pure functions; the ledger built from these events is
+"""How each textbook learner (Dwork & Roth 2014, ch. 11) spends a target ε: the parameter of its mechanism and
+the DP event of one step, from public numbers only (here in config: the plan reads it, and the learners in
+`engine.training.algorithms.learners` train with it). Pure functions; the ledger built from these events is
 what every accountant bounds, so the ε shown is never the theorem's arithmetic alone.
 
 - Exponential mechanism over a finite class (D&R Thm 3.10; private PAC learning, Kasiviswanathan et al. 2008):
