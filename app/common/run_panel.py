@@ -14,7 +14,7 @@ from app.common.attack_view import attack_view
 from app.common.audit_note import audit_of, audit_text
 from app.common.headline import headline_numbers, is_private, number_text
 from app.common.headline import number_or_none as _number_or_none
-from app.common.labels import ALGORITHM_NAMES, dataset_label, run_name
+from app.common.labels import algorithm_name, dataset_label, run_name
 from app.common.restart_note import restart_text
 from app.common.results import cancelling, time_left_text
 from app.common.safe_text import literal, timestamp_text
@@ -192,7 +192,7 @@ def spec_caption(spec: dict) -> str:
     parts = [
         dataset_label(dataset),
         model if isinstance(model, str) else "?",
-        ALGORITHM_NAMES.get(algorithm, algorithm) if algorithm is not None else "?",
+        algorithm_name(algorithm) if isinstance(algorithm, str) else "?",
     ]
     if "clip_norm" in spec:
         parts.append(f"C={number_text(spec['clip_norm'])}")
@@ -296,7 +296,7 @@ def stack_text(stack: dict, engine_version: Any = None) -> str:
             "that shared a seed, so their models can differ by a noiseless function of the data (ε = ∞)."
         )
     joint, accountant = _number_or_none(stack.get("joint_epsilon")), stack.get("joint_accountant")
-    by = ACCOUNTANTS[accountant].short if accountant in ACCOUNTANTS else literal(accountant)
+    by = ACCOUNTANTS[accountant].label if accountant in ACCOUNTANTS else literal(accountant)
     return head + (
         f"ε = {'?' if joint is None else epsilon_text(joint)} ({by}, δ = {number_text(stack.get('joint_delta'))}): "
         f"each run drew its own noise, so that is {members} Gaussian releases of each shared lot, composed with "
