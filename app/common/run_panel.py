@@ -19,6 +19,7 @@ from app.common.restart_note import restart_text
 from app.common.results import cancelling, time_left_text
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
+from engine.metric_names import EPSILON, is_epsilon_metric
 from engine.privacy import ACCOUNTANTS, epsilon_text
 from engine.training.config.keys import LEARNER_MODELS
 
@@ -313,7 +314,7 @@ def _version(value: Any) -> tuple[int, ...]:
 def spent_so_far(frame: pd.DataFrame, run: RunRecord) -> pd.DataFrame:
     """Hide accountant points the worker computed ahead of training: a chart shows ε spent, not planned."""
     ahead = frame["step"] > run.progress_step if "step" in frame else []
-    columns = [c for c in frame.columns if c.startswith("epsilon_")]
+    columns = [c for c in frame.columns if c != EPSILON and is_epsilon_metric(c)]  # the background curves
     if run.status.active and columns and len(frame):
         frame = frame.copy()
         frame.loc[ahead, columns] = float("nan")

@@ -18,7 +18,7 @@ LOG_AXIS_RATIO = 2  # a bound this many times above the tight ones turns the ε 
 # the streamed accountant (RDP), the live line, takes the run's colour and every other accountant stays apart from
 # it. The accountants take these in the registry's order (RDP, PLD, naive, advanced, zCDP, optimal pure); chosen far
 # (CIELAB) from the run colours and from each other, they read on light and dark backgrounds. A seventh accountant
-# starts the palette again, with its own dash.
+# starts the palette again; an accountant without a dash in ACCOUNTANT_DASHES takes DEFAULT_DASH.
 ACCOUNTANT_PALETTE = ("#6A3D9A", "#E7298A", "#637939", "#A6761D", "#1B9E77", "#B15928")
 ACCOUNTANT_DASHES = {"rdp": "solid", "pld": "dot", "advanced": "dash", "naive": "dashdot", "zcdp": "longdash"}
 DEFAULT_DASH = "dot"  # an accountant with no dash of its own
