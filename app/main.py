@@ -1,4 +1,4 @@
-"""Entry file: sets up the page and routes to the pages in app/views/."""
+"""Entry file: sets up the page and routes to the pages `app/pages.py` lists (their scripts in app/views/)."""
 
 import sys
 from pathlib import Path
@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `streamlit run app/main.py` puts only app/ on the path
     sys.path.insert(0, str(ROOT))
 
+from app.pages import PAGES  # noqa: E402
 from cache import StoreUnusable  # noqa: E402
 
 # An emoji favicon is drawn locally; a :material/…: one is fetched from fonts.gstatic.com on every page load.
@@ -26,14 +27,7 @@ st.html(
     "[data-testid='stTable']) {min-width: min(100%, 26rem);}</style>"
 )
 
-pages = [
-    st.Page("views/plan.py", title="Plan", icon=":material/calculate:"),
-    st.Page("views/train.py", title="Train", icon=":material/model_training:", default=True),
-    st.Page("views/sweep.py", title="Sweep", icon=":material/grid_view:"),
-    st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
-    st.Page("views/runs.py", title="Runs", icon=":material/list:"),
-    st.Page("views/data.py", title="Data", icon=":material/database:"),
-]
+pages = [st.Page(page.script, title=page.title, icon=page.icon, default=page.default) for page in PAGES]
 try:
     st.navigation(pages).run()
 except StoreUnusable as exc:  # damaged, not a store, read-only, full disk, newer schema: what to do, no traceback

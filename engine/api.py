@@ -22,7 +22,7 @@ import pandas as pd
 from cache import RunRecord, Store, store_path
 from engine.jobs.settings import default_data_dirs
 from engine.jobs.submission import submit as queue_spec
-from engine.privacy import ACCOUNTANTS, PrivacyLedger, calibrate_noise_multiplier, panel
+from engine.privacy import PrivacyLedger, calibrate_noise_multiplier, panel
 from engine.training import RunSpec, TrainingPlan, TrainResult, parse_spec, plan_spec
 from engine.training import train as train_spec
 
@@ -59,9 +59,10 @@ def calibrate(
     )
 
 
-def epsilons(ledger: PrivacyLedger, *, delta: float, accountants: Sequence[str] = tuple(ACCOUNTANTS)) -> dict:
-    """Final ε of a ledger by each applicable accountant (the tightest is the minimum; none is ever 0 for ∞)."""
-    return panel(ledger, delta=delta, names=tuple(accountants)).final()
+def epsilons(ledger: PrivacyLedger, *, delta: float, accountants: Sequence[str] | None = None) -> dict:
+    """Final ε of a ledger by each applicable accountant (default: every registered one; the tightest is the
+    minimum; none is ever 0 for ∞)."""
+    return panel(ledger, delta=delta, names=None if accountants is None else tuple(accountants)).final()
 
 
 def train(raw: Mapping[str, Any] | RunSpec, *, data_dirs: Sequence[Path] | None = None) -> TrainResult:

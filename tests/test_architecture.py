@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from app.pages import PAGES
 from tests.helpers import ROOT
 
 UI_LIBRARIES = {"streamlit", "plotly", "matplotlib"}
@@ -137,13 +138,26 @@ def test_every_sql_statement_lives_in_the_store():
     assert not offenders, offenders
 
 
-PAGE_PACKAGES = ("app.train", "app.plan", "app.sweep", "app.compare", "app.runs", "app.data")
+PAGE_SCRIPTS = sorted(p.stem for p in (ROOT / "app" / "views").glob("*.py") if p.stem != "__init__")
+PAGE_PACKAGES = tuple(f"app.{name}" for name in PAGE_SCRIPTS)  # each page's parts: app/<name>/
 MAX_VIEW_LINES = 60
 CACHE_DECORATORS = ("st.cache_data", "st.cache_resource")
 
 
 def module_name(path: Path) -> str:
     return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def test_every_page_has_its_script_its_package_and_its_entry():
+    """A page is `app/views/<name>.py`, its package `app/<name>/` and its entry in `app/pages.py`: each of the three
+    has the other two, so the navigation, the scripts and the page packages the import rules cover are one set."""
+    entries = [page.name for page in PAGES]
+    packages = {p.parent.name for p in (ROOT / "app").glob("*/__init__.py")} - {"common", "services", "views"}
+    assert len(entries) == len(set(entries)), f"a page listed twice in app/pages.py: {entries}"
+    assert set(entries) == set(PAGE_SCRIPTS), f"app/pages.py lists {entries}; app/views/ has {PAGE_SCRIPTS}"
+    assert packages == set(PAGE_SCRIPTS), f"page packages {sorted(packages)}; page scripts {PAGE_SCRIPTS}"
+    assert sum(page.default for page in PAGES) == 1, "exactly one page opens by default"
+    assert all((ROOT / "app" / page.script).is_file() for page in PAGES)
 
 
 def test_no_page_imports_another_pages_parts():

@@ -55,7 +55,7 @@ def epsilon_source(result: dict) -> str:
     """The accountant the reported ε is by, as Markdown (`safe_text.unescape` gives its plain text)."""
     accountant = result.get("accountant")
     if isinstance(accountant, str) and accountant in ACCOUNTANTS:
-        return ACCOUNTANTS[accountant].short
+        return ACCOUNTANTS[accountant].label
     return literal(accountant) if accountant else "RDP, live"  # still training, or an accountant of another engine
 
 

@@ -1,5 +1,6 @@
-"""What the dashboard calls things: one name for each algorithm and model, and one label for a run, used by every
-page and panel."""
+"""What the dashboard calls things: the title of each algorithm (the engine's catalogue, `algorithm_title`, and
+inside a sentence `algorithm_name`) and model (the engine's model registry, `model_title`), each falling back to the
+name itself for one the engine does not know, and one label for a run, used by every page and panel."""
 
 import json
 from collections import Counter
@@ -11,33 +12,22 @@ from app.common.cells import table_cell
 from app.common.results import finite_epsilon
 from cache import RunRecord, RunStatus, SweepRecord
 from engine.jobs.naming import generated_run_name, generated_sweep_name
+from engine.training.config.catalogue import ALGORITHMS, algorithm_title
+from engine.training.config.catalogue import algorithm_phrase as algorithm_name
+from engine.training.models.registry import MODELS, model_title
 
-ALGORITHM_TITLES = {  # how an algorithm reads where it is chosen
-    "dpsgd": "DP-SGD",
-    "noisy_gd": "Noisy gradient descent",
-    "nonprivate": "Non-private baseline",
-    "aniso_dpsgd": "DP-SGD, anisotropic noise",
-    "expmech_stumps": "Exponential mechanism: decision stumps",
-    "sq_laplace": "SQ learning via Laplace noise",
-    "rwm_online": "Private online learning: RWM",
-    "rwm_linear": "Private linear learner",
-}
-ALGORITHM_NAMES = {  # how an algorithm reads inside a sentence
-    "dpsgd": "DP-SGD",
-    "noisy_gd": "noisy GD",
-    "nonprivate": "non-private",
-    "aniso_dpsgd": "anisotropic DP-SGD",
-    "expmech_stumps": "exponential mechanism",
-    "sq_laplace": "SQ via Laplace",
-    "rwm_online": "private RWM",
-    "rwm_linear": "private linear learner",
-}
-MODEL_TITLES = {
-    "logreg": "Logistic regression",
-    "mlp": "MLP (one ReLU hidden layer)",
-    "cnn": "CNN (tanh)",
-    "wrn": "Wide ResNet (GroupNorm)",
-}
+SWEEP_MODELS = ("logreg", "mlp")  # the models a sweep base offers
+
+
+def algorithm_titles() -> dict[str, str]:
+    """Every algorithm the engine's catalogue has, in its order, with the title it reads by where it is chosen."""
+    return {name: algorithm_title(name) for name in ALGORITHMS}
+
+
+def model_titles(names: Sequence[str] | None = None) -> dict[str, str]:
+    """The named models (default: every registered one, in the registry's order) with their titles."""
+    return {name: model_title(name) for name in (MODELS if names is None else names)}
+
 
 IMPORTED_MARK = " · imported"  # marks the label of a run imported from an archive: computed elsewhere
 
@@ -107,7 +97,7 @@ def spec_part(key: str, value: Any) -> str:
     if key == "dataset":
         return dataset_label(value)
     if key == "algorithm" and isinstance(value, str):
-        return ALGORITHM_NAMES.get(value, value)
+        return algorithm_name(value)
     if isinstance(value, int) and not isinstance(value, bool):
         shown = str(value)  # a seed of a search has ten digits: never "8.11929e+08"
     elif isinstance(value, float):

@@ -19,11 +19,11 @@ import plotly.graph_objects as go
 from app.common import charts
 from app.common.audit_note import audit_of, audit_text
 from app.common.headline import headline_numbers, number_or_none, number_text
-from app.common.labels import ALGORITHM_TITLES, dataset_label, run_name, sweep_name
+from app.common.labels import algorithm_title, dataset_label, run_name, sweep_name
 from app.common.report_svg import figure_svg
 from app.common.safe_text import unescape
 from cache import RunRecord, SweepRecord
-from engine.jobs.disclosure import ACCOUNTANT_CURVE_PREFIX, RELEASED_METRICS
+from engine.metric_names import is_released_metric
 from engine.privacy import epsilon_text
 from engine.training.datasets import CSV_PREFIX
 
@@ -73,7 +73,7 @@ class SweepHeadline:
 
 def released(frame: pd.DataFrame) -> pd.DataFrame:
     """The metrics a run releases (ε by step for each accountant, test accuracy and loss, epoch)."""
-    keep = [c for c in frame.columns if c == "step" or c in RELEASED_METRICS or c.startswith(ACCOUNTANT_CURVE_PREFIX)]
+    keep = [c for c in frame.columns if c == "step" or is_released_metric(c)]
     return frame[keep]
 
 
@@ -147,12 +147,12 @@ def run_report(run: RunRecord, frame: pd.DataFrame, accountants: pd.DataFrame) -
     run panel's table of every accountant's final ε."""
     spec, result = run.spec, run.result if isinstance(run.result, dict) else {}
     algorithm = spec.get("algorithm")
-    algorithm_title = ALGORITHM_TITLES.get(algorithm, str(algorithm)) if isinstance(algorithm, str) else "?"
+    algorithm_shown = algorithm_title(algorithm) if isinstance(algorithm, str) else "?"
     data = released(frame)
     total = run.total_steps or (int(data["step"].max()) if len(data) else None)
     body = [
         f"<h1>{html.escape(run_name(run))}</h1>",
-        f"<p class='note'>Run {html.escape(run.id)} · {html.escape(algorithm_title)} on "
+        f"<p class='note'>Run {html.escape(run.id)} · {html.escape(algorithm_shown)} on "
         f"{html.escape(dataset_label(spec.get('dataset')))} · engine {html.escape(str(run.engine_version))} · "
         f"{made_text()}</p>",
         cards_html(run_cards(run, frame)),

@@ -14,11 +14,12 @@ from app.common.attack_view import attack_view
 from app.common.audit_note import audit_of, audit_text
 from app.common.headline import headline_numbers, is_private, number_text
 from app.common.headline import number_or_none as _number_or_none
-from app.common.labels import ALGORITHM_NAMES, dataset_label, run_name
+from app.common.labels import algorithm_name, dataset_label, run_name
 from app.common.restart_note import restart_text
 from app.common.results import cancelling, time_left_text
 from app.common.safe_text import literal, timestamp_text
 from cache import RunRecord, RunStatus
+from engine.metric_names import EPSILON, is_epsilon_metric
 from engine.privacy import ACCOUNTANTS, epsilon_text
 from engine.training.config.keys import LEARNER_MODELS
 
@@ -192,7 +193,7 @@ def spec_caption(spec: dict) -> str:
     parts = [
         dataset_label(dataset),
         model if isinstance(model, str) else "?",
-        ALGORITHM_NAMES.get(algorithm, algorithm) if algorithm is not None else "?",
+        algorithm_name(algorithm) if isinstance(algorithm, str) else "?",
     ]
     if "clip_norm" in spec:
         parts.append(f"C={number_text(spec['clip_norm'])}")
@@ -296,7 +297,7 @@ def stack_text(stack: dict, engine_version: Any = None) -> str:
             "that shared a seed, so their models can differ by a noiseless function of the data (ε = ∞)."
         )
     joint, accountant = _number_or_none(stack.get("joint_epsilon")), stack.get("joint_accountant")
-    by = ACCOUNTANTS[accountant].short if accountant in ACCOUNTANTS else literal(accountant)
+    by = ACCOUNTANTS[accountant].label if accountant in ACCOUNTANTS else literal(accountant)
     return head + (
         f"ε = {'?' if joint is None else epsilon_text(joint)} ({by}, δ = {number_text(stack.get('joint_delta'))}): "
         f"each run drew its own noise, so that is {members} Gaussian releases of each shared lot, composed with "
@@ -313,7 +314,7 @@ def _version(value: Any) -> tuple[int, ...]:
 def spent_so_far(frame: pd.DataFrame, run: RunRecord) -> pd.DataFrame:
     """Hide accountant points the worker computed ahead of training: a chart shows ε spent, not planned."""
     ahead = frame["step"] > run.progress_step if "step" in frame else []
-    columns = [c for c in frame.columns if c.startswith("epsilon_")]
+    columns = [c for c in frame.columns if c != EPSILON and is_epsilon_metric(c)]  # the background curves
     if run.status.active and columns and len(frame):
         frame = frame.copy()
         frame.loc[ahead, columns] = float("nan")

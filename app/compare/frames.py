@@ -12,6 +12,7 @@ from app.common.labels import dataset_label, run_label, run_name
 from app.common.results import finite_accuracy, finite_epsilon
 from app.common.safe_text import csv_bytes, timestamp_text
 from cache import RunRecord, RunStatus
+from engine.metric_names import epsilon_metric, is_epsilon_metric
 from engine.privacy import epsilon_text, is_unbounded
 from engine.training.config.keys import ALL_KEYS
 
@@ -58,7 +59,7 @@ def epsilons_as_text(frame: pd.DataFrame) -> pd.DataFrame:
     there, as text (its finite values to 4 significant digits); every other column, and the CSV, keep numbers."""
     shown = frame.copy()
     for column in frame.columns:
-        if column != "epsilon" and not str(column).startswith("epsilon_"):
+        if not is_epsilon_metric(str(column)):
             continue
         numbers = [v for v in frame[column] if isinstance(v, int | float) and not isinstance(v, bool)]
         if any(math.isinf(v) for v in numbers):
@@ -98,7 +99,7 @@ def comparison_table(runs: Sequence[RunRecord]) -> pd.DataFrame:
                 row[name] = table_cell(value)
         epsilons = result.get("epsilons")
         row |= {
-            f"epsilon_{name}": _epsilon_cell(value)
+            epsilon_metric(name): _epsilon_cell(value)
             for name, value in sorted((epsilons if isinstance(epsilons, dict) else {}).items())
         }
         row |= {

@@ -255,7 +255,7 @@ def tightest_epsilon(slot: DeltaGenerator, name: str, epsilon: float) -> None:
     slot.metric(
         "ε, tightest bound",
         epsilon_text(epsilon, ".3f"),
-        delta=f"by {charts.ACCOUNTANT_LABELS[name]}",
+        delta=f"by {charts.accountant_label(name)}",
         delta_color="off",
         delta_arrow="off",
         help="The smallest of the accountants' ε below. Each is a valid upper bound for this run, so the smallest "

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES, dataset_label, is_private
+from app.common.labels import algorithm_title, dataset_label, is_private, model_title
 from app.common.results import finite_epsilon
 from cache import RunRecord, RunStatus
 
@@ -124,7 +124,7 @@ def filter_form(runs: Sequence[RunRecord]) -> RunFilter:
         "Models",
         sorted({model_of(r) for r in runs}),
         key="runs_models",
-        format_func=lambda model: MODEL_TITLES.get(model, model),
+        format_func=model_title,
         placeholder="All models",
         help="Show only runs of these models; none picked shows every model.",
     )
@@ -132,7 +132,7 @@ def filter_form(runs: Sequence[RunRecord]) -> RunFilter:
         "Algorithms",
         sorted({algorithm_of(r) for r in runs}),
         key="runs_algorithms",
-        format_func=lambda algorithm: ALGORITHM_TITLES.get(algorithm, algorithm),
+        format_func=algorithm_title,
         placeholder="All algorithms",
         help="Show only runs trained with these algorithms; none picked shows every algorithm.",
     )

@@ -10,7 +10,7 @@ import streamlit as st
 
 from app import services
 from app.common import run_panel
-from app.common.labels import ALGORITHM_NAMES, dataset_label, run_label, run_name
+from app.common.labels import algorithm_name, dataset_label, run_label, run_name
 from app.common.run_deletion import deletion_controls
 from app.common.safe_text import literal, timestamp_text
 from app.runs.filters import algorithm_of, filter_form, model_of, spent_epsilon
@@ -171,7 +171,7 @@ def runs_table(runs: list[RunRecord], names: dict[str, str]) -> pd.DataFrame:
                 "created": when(r.created_at),
                 "dataset": dataset_label(r.spec.get("dataset")),
                 "model": model_of(r),
-                "algorithm": ALGORITHM_NAMES.get(algorithm_of(r), algorithm_of(r)),
+                "algorithm": algorithm_name(algorithm_of(r)),
                 "target ε": _number_text(r.spec.get("target_epsilon"), ".4g"),
                 "ε spent": "" if (spent := spent_epsilon(r)) is None else epsilon_text(spent, ".4g"),
                 "test accuracy": _number_text((r.result or {}).get("test_accuracy"), ".3f"),

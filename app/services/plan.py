@@ -150,7 +150,7 @@ def accountant_panel(sampling_rate: float, noise_multiplier: float, steps: int, 
     ledger = single_phase(dpsgd_step_event(sampling_rate=sampling_rate, noise_multiplier=noise_multiplier), steps)
     curves, missing = {}, {}
     for name in ACCOUNTANTS:
-        grid = pld_steps(steps) if name == "pld" else plot_steps(steps)
+        grid = plot_steps(steps) if ACCOUNTANTS[name].live else pld_steps(steps)  # a slow one: the coarse grid
         part = panel(ledger, delta=delta, names=(name,), steps=grid)
         curves |= part.curves
         missing |= part.not_applicable
@@ -206,7 +206,7 @@ def plan_warnings(plan: PrivacyPlan, accounts: Panel) -> list[str]:
         )
     if epsilon > EPSILON_WARNING:
         warnings.append(
-            f"ε = {epsilon_text(epsilon)} (by {ACCOUNTANTS[name].short}) is above {EPSILON_WARNING:g}: the guarantee "
+            f"ε = {epsilon_text(epsilon)} (by {ACCOUNTANTS[name].label}) is above {EPSILON_WARNING:g}: the guarantee "
             "is weak (e^ε bounds how much more likely any outcome becomes). Raise σ or train fewer epochs."
         )
     if plan.steps > MAX_TRAINING_STEPS:

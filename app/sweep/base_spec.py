@@ -15,14 +15,13 @@ import streamlit as st
 from app import services
 from app.common import handoff
 from app.common.choices import AUGMENTATION_MULTIPLICITIES, EMA_DECAYS
-from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
+from app.common.labels import SWEEP_MODELS, algorithm_titles, model_titles
 from app.common.safe_text import literal
 from engine.privacy.auditing import CANARY_KINDS
 from engine.training import DATASETS
 from engine.training.config.audit import AUDIT_CANARIES
 from engine.training.config.keys import Algorithm
 
-MODELS = {key: MODEL_TITLES[key] for key in ("logreg", "mlp")}  # the models a sweep base offers
 PRIVACY_BY = {"target_epsilon": "Target ε", "noise_multiplier": "Noise multiplier σ"}
 KEEP = "session"  # every value survives a page switch
 REALS = ("epochs", "lr", "clip_norm", "delta", "target_epsilon", "noise_multiplier")  # typed as floats
@@ -63,7 +62,7 @@ def take_shared() -> dict[str, Any]:
     drawn (`_pending`, within its range)."""
     state = st.session_state
     news = handoff.shared_news(handoff.SWEEP)
-    offered = {"dataset": DATASETS, "model": MODELS, "algorithm": ALGORITHM_TITLES}
+    offered = {"dataset": DATASETS, "model": SWEEP_MODELS, "algorithm": algorithm_titles()}
     pending = state.setdefault(PENDING, {})
     for name, value in news.items():
         if name in offered:
@@ -102,7 +101,7 @@ def _drawn_base_form() -> dict[str, Any]:
         model = titled_choice(
             st.selectbox,
             "Model",
-            MODELS,
+            model_titles(SWEEP_MODELS),
             key="sweep_base_model",
             persist_state=KEEP,
             help="The model every run trains.",
@@ -110,7 +109,7 @@ def _drawn_base_form() -> dict[str, Any]:
         algorithm = titled_choice(
             st.selectbox,
             "Algorithm",
-            ALGORITHM_TITLES,
+            algorithm_titles(),
             key="sweep_base_algorithm",
             persist_state=KEEP,
             help="DP-SGD with sampled lots, full-batch noisy GD, or a non-private baseline.",
@@ -281,7 +280,7 @@ def _real(
 
 def take(spec: Mapping[str, Any], origin: str) -> str:
     """Fill the base form from a run spec another page sent (its keys the form has); returns `origin`."""
-    offered = {"dataset": DATASETS, "model": MODELS, "algorithm": ALGORITHM_TITLES}  # choices the form has
+    offered = {"dataset": DATASETS, "model": SWEEP_MODELS, "algorithm": algorithm_titles()}  # choices the form has
     for name in ("dataset", "model", "algorithm", "lot_size", "epochs", "lr", "seed", "clip_norm", "delta"):
         if name in spec and (name not in offered or spec[name] in offered[name]):
             st.session_state[f"sweep_base_{name}"] = float(spec[name]) if name in REALS else spec[name]

@@ -6,7 +6,7 @@ and when it refuses the spec the reason is shown under the field it names (`fiel
 value out of range is never silently replaced by an older one."""
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import streamlit as st
@@ -170,10 +170,14 @@ def slider(label: str, options: list, name: str, *, help: str, **options_format)
     st.select_slider(label, options, key=key(name), persist_state=KEEP, help=help, **options_format)
 
 
-def choice(widget, label: str, name: str, options: list, titles: dict[str, str], help: str) -> None:
-    """A selectbox or radio over `options` (kept valid by `coerce`), each shown by its title."""
+def choice(
+    widget, label: str, name: str, options: list, titles: Mapping[str, str] | Callable[[str], str], help: str
+) -> None:
+    """A selectbox or radio over `options` (kept valid by `coerce`), each shown by its title (`titles`: a table, or
+    a function such as `labels.model_title`); an option without one shows as itself."""
     coerce(name, options)
-    widget(label, options, key=key(name), persist_state=KEEP, format_func=titles.get, help=help)
+    title = titles if callable(titles) else lambda option: titles.get(option, str(option))
+    widget(label, options, key=key(name), persist_state=KEEP, format_func=title, help=help)
 
 
 def number(label: str, name: str, *, step: float | int, help: str, format: str | None = None) -> None:

@@ -8,13 +8,13 @@ import streamlit as st
 
 from app import services
 from app.common import handoff
-from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
+from app.common.labels import ALGORITHMS, MODELS
 from app.train.presets import FILL_MODE, FORM_DEFAULTS, SIGMA_MODE, TARGET_MODE, TYPED, same_kind
 from app.train.session_fields import ORIGIN, field_value, key
 from engine.training.config.keys import RANGES
 
 MODES = {TARGET_MODE: "target", SIGMA_MODE: "sigma", FILL_MODE: "fill"}  # the form's mode → `privacy_by`
-CHOICES = {"model": MODEL_TITLES, "algorithm": ALGORITHM_TITLES}
+CHOICES = {"model": MODELS, "algorithm": ALGORITHMS}  # the registries themselves: a new entry is held at once
 
 
 def take_shared() -> dict[str, Any]:

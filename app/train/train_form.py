@@ -9,7 +9,7 @@ import streamlit as st
 
 from app import services
 from app.common import handoff
-from app.common.labels import ALGORITHM_TITLES, MODEL_TITLES
+from app.common.labels import ALGORITHMS, algorithm_title, model_title
 from app.train import widget_spec
 from app.train.more_fields import advanced, learner_fields
 from app.train.presets import (
@@ -109,13 +109,13 @@ def preset_picker() -> None:
 
 
 def algorithm_picker() -> None:
-    coerce("algorithm", list(ALGORITHM_TITLES))
+    coerce("algorithm", list(ALGORITHMS))
     st.selectbox(
         "Algorithm",
-        list(ALGORITHM_TITLES),
+        list(ALGORITHMS),
         key=key("algorithm"),
         persist_state=KEEP,
-        format_func=ALGORITHM_TITLES.get,
+        format_func=algorithm_title,
         help="DP-SGD and noisy GD are private (clipping plus noise); the non-private baseline shows the "
         "accuracy that privacy costs.",
     )
@@ -152,7 +152,7 @@ def data_and_model() -> None:
         "Model",
         "model",
         models,
-        MODEL_TITLES,
+        model_title,
         "Bigger models can fit better, but the same noise is spread over more parameters.",
     )
     if field_value("model") == "mlp":
@@ -165,7 +165,7 @@ def data_and_model() -> None:
     if field_value("model") == "wrn":
         wrn_fields()
     dims = widget_spec.pca_dims_for(info)
-    if field_value("model") not in ("logreg", "mlp") or field_value("features") != "pixels" or not dims:
+    if not widget_spec.takes_projections(field_value("model")) or field_value("features") != "pixels" or not dims:
         return
     st.checkbox(
         "Project inputs with PCA" + (" (DP-PCA)" if widget_spec.private(algorithm) else ""),

@@ -11,10 +11,9 @@ from engine.training import DATASETS
 from engine.training.config.keys import CLIPPING_MODES, Algorithm
 from engine.training.datasets import DatasetInfo
 from engine.training.features import scatternet
-from engine.training.models.architectures import cnn_supports
+from engine.training.models.registry import MODELS, models_taking
 
 FEATURE_TITLES = {"pixels": "Pixels", "scatternet": "ScatterNet (Tramèr & Boneh 2021)"}
-WRN_SMALLEST_SIDE = 8  # the wide ResNet's three stages halve the image twice
 
 ANISO_GRANULARITY_TITLES = {"layer": "one weight per layer", "coordinate": "one weight per coordinate"}
 NOISE_TITLES = {"reproducible": "Reproducible (lab)", "release": "Release (OS randomness)"}
@@ -63,16 +62,12 @@ def features_for(info: DatasetInfo, algorithm: str) -> list[str]:
 
 
 def models_for(info: DatasetInfo, algorithm: str, features: str = "pixels") -> list[str]:
-    """Models that fit: noisy GD trains logistic regression only; the CNN needs images of 28×28 or more (or
-    ScatterNet features, which it reads as channels); the wide ResNet needs pixels of 8×8 or more."""
+    """Models that fit, in the registry's order (`models_taking`): noisy GD trains logistic regression only; an image
+    model needs images it takes (the CNN 28×28 or more, or ScatterNet features, which it reads as channels; the wide
+    ResNet pixels of 8×8 or more)."""
     if algorithm == Algorithm.NOISY_GD:
         return ["logreg"]
-    shape = info.image_shape
-    if features == "scatternet":
-        return ["logreg", "mlp", "cnn"]
-    images = shape is not None
-    wrn = images and min(shape[1:]) >= WRN_SMALLEST_SIDE
-    return ["logreg", "mlp"] + (["cnn"] if images and cnn_supports(shape) else []) + (["wrn"] if wrn else [])
+    return models_taking(info.image_shape, features)
 
 
 def augments(values: Mapping[str, Any], info: DatasetInfo) -> bool:
@@ -94,10 +89,15 @@ def pca_dims_for(info: DatasetInfo) -> list[int]:
     return [d for d in PCA_DIMS if d <= info.n_features]
 
 
+def takes_projections(model: str) -> bool:
+    """Whether a model takes PCA projections (any model that needs no image)."""
+    return model in MODELS and not MODELS[model].needs_images
+
+
 def uses_pca(values: Mapping[str, Any], info: DatasetInfo) -> bool:
     return (
         bool(values["use_pca"])
-        and values["model"] in ("logreg", "mlp")
+        and takes_projections(values["model"])
         and values.get("features", "pixels") == "pixels"
         and bool(pca_dims_for(info))
     )

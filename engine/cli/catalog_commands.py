@@ -1,4 +1,5 @@
-"""`algorithms`, `datasets` and `baseline`: what the engine offers, and the non-private reference."""
+"""`algorithms`, `datasets`, `models`, `accountants` and `baseline`: what the engine offers (each listing reads its
+registry), and the non-private reference."""
 
 import argparse
 import time
@@ -6,9 +7,11 @@ import time
 from cache import Store
 from engine.cli.common import emit
 from engine.jobs.settings import default_data_dirs
+from engine.privacy import describe_accountants
 from engine.training import describe_algorithms, load_dataset
 from engine.training.algorithms.baselines import sklearn_logistic_regression
 from engine.training.datasets import describe_datasets
+from engine.training.models.registry import describe_models
 
 
 def cmd_algorithms(args: argparse.Namespace, store: Store | None) -> None:
@@ -17,6 +20,14 @@ def cmd_algorithms(args: argparse.Namespace, store: Store | None) -> None:
 
 def cmd_datasets(args: argparse.Namespace, store: Store | None) -> None:
     _listing(describe_datasets(), args.json)
+
+
+def cmd_models(args: argparse.Namespace, store: Store | None) -> None:
+    _listing(describe_models(), args.json)
+
+
+def cmd_accountants(args: argparse.Namespace, store: Store | None) -> None:
+    _listing(describe_accountants(), args.json)
 
 
 def _listing(items: list[dict], as_json: bool) -> None:
@@ -50,6 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name, func, help_text in (
         ("algorithms", cmd_algorithms, "the algorithms, preprocessing, models and update rules the engine has"),
         ("datasets", cmd_datasets, "the datasets the engine can load"),
+        ("models", cmd_models, "the models a run can train"),
+        ("accountants", cmd_accountants, "the privacy accountants every run's ε is computed by"),
     ):
         p = sub.add_parser(name, help=help_text)
         p.add_argument("--json", action="store_true")

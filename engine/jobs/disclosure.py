@@ -16,8 +16,8 @@ export floors every timestamp of a run (created, started, finished, each status 
 UTC day (`day_of`), which keeps their order. With the opt-in they travel exact.
 
 An export keeps only the released metrics unless the user opts in (`include_private_diagnostics`); a
-metric name this module does not know is treated as private. The error text of a run on an uploaded CSV
-(and its status history's details) may quote a cell of the private file, so it is withheld likewise. A
+metric name `engine.metric_names` does not know as released is treated as private. The error text of a run on an
+uploaded CSV (and its status history's details) may quote a cell of the private file, so it is withheld likewise. A
 run's result is kept, less any field named like a private diagnostic, wherever it is nested (of the trainer's
 result, `seconds` alone; the names are the guard against a new one). Since a default export may leave
 `seconds` out, an imported result need not have it (`engine.jobs.run_schema`).
@@ -26,24 +26,9 @@ result, `seconds` alone; the names are the guard against a new one). Since a def
 from collections.abc import Mapping
 from typing import Any
 
+from engine.metric_names import PRIVATE_DIAGNOSTICS
 from engine.training.datasets import CSV_PREFIX
 
-ACCOUNTANT_CURVE_PREFIX = "epsilon_"  # epsilon_naive, epsilon_advanced, epsilon_zcdp, epsilon_pld
-RELEASED_METRICS = frozenset({"epoch", "epsilon", "test_accuracy", "test_loss", "regret_bound"})
-PRIVATE_DIAGNOSTICS = frozenset(
-    {
-        "train_loss",
-        "train_accuracy",
-        "lot_size",
-        "clip_fraction",
-        "grad_norm_p10",
-        "grad_norm_p50",
-        "grad_norm_p90",
-        "regret",
-        "regret_nonprivate",
-        "elapsed_s",
-    }
-)
 # Parts of a result field's name that mark it as a private diagnostic (a final training loss, a summary of
 # gradient norms, ...), besides the exact names above.
 PRIVATE_RESULT_STEMS = (
@@ -86,11 +71,6 @@ WITHHELD_ERROR = (
 def quotes_uploaded_values(spec: Mapping[str, Any]) -> bool:
     """Whether the run's error texts may quote cells of a private uploaded file (a CSV dataset)."""
     return str(spec.get("dataset", "")).startswith(CSV_PREFIX)
-
-
-def is_released_metric(name: str) -> bool:
-    """Whether a per-step metric is a released value (kept in every export)."""
-    return name in RELEASED_METRICS or (name.startswith(ACCOUNTANT_CURVE_PREFIX) and name != ACCOUNTANT_CURVE_PREFIX)
 
 
 def is_private_field(name: str) -> bool:

@@ -10,16 +10,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from cache import RunRecord, RunStatus, Store
 from engine.jobs.release import restarted
 from engine.jobs.run_training import MetricRows
-from engine.privacy import NotApplicableError, accountant
+from engine.metric_names import STREAMED_ACCOUNTANT, epsilon_metric
+from engine.privacy import ACCOUNTANTS, NotApplicableError, accountant
 from engine.privacy.accountants import pld
 from engine.training import TrainingPlan, parse_spec, plan_spec
 
 log = logging.getLogger("dplab.worker")
-# Vectorized over the grid; RDP streams with the steps
-CHEAP_ACCOUNTANTS = ("naive", "advanced", "zcdp", "optimal_pure")
 ACCOUNTANT_GRID_POINTS = 24
 BACKGROUND_NICE = 5  # the background curves yield the CPU to the training they describe
 
@@ -34,8 +35,11 @@ def lower_thread_priority(increment: int) -> None:
         pass
 
 
-def metric_name(accountant_name: str) -> str:
-    return f"epsilon_{accountant_name}"
+def background_accountants() -> tuple[list[str], list[str]]:
+    """The accountants whose curves the recorder computes beside a run, in the registry's order: the live ones
+    (vectorized over the grid), then the others (point by point). The streamed one is the trainer's."""
+    others = [name for name in ACCOUNTANTS if name != STREAMED_ACCOUNTANT]
+    return [n for n in others if ACCOUNTANTS[n].live], [n for n in others if not ACCOUNTANTS[n].live]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,9 +86,23 @@ class BackgroundAccounting:
             self.thread.join()
 
     def _write(self, run_ids: Sequence[str], name: str, steps, epsilons) -> None:
-        rows = [(int(t), {metric_name(name): float(e)}) for t, e in zip(steps, epsilons, strict=True)]
+        rows = [(int(t), {epsilon_metric(name): float(e)}) for t, e in zip(steps, epsilons, strict=True)]
         for run_id in run_ids:
             self.store.append_metrics(run_id, rows, advance=False)
+
+    def _write_point(self, run_ids, name: str, ledger, delta: float, t: int, intervals: list[float], k: int) -> None:
+        """One point of a slow accountant's curve. PLD chooses its interval once for the whole ledger (at the
+        first point) and keeps it; any other accountant answers at the one step."""
+        if name == pld.NAME:
+            if not intervals[k]:
+                intervals[k] = pld.choose_discretization(ledger, delta=delta)
+            epsilon = pld.epsilon_of(ledger.truncated(t), delta=delta, discretization=intervals[k])
+        else:
+            try:
+                epsilon = accountant(name).curve(ledger, delta=delta, steps=np.array([t])).final_epsilon
+            except NotApplicableError:
+                return
+        self._write(run_ids, name, [t], [epsilon])
 
     def _run(self) -> None:
         lower_thread_priority(BACKGROUND_NICE)
@@ -94,8 +112,9 @@ class BackgroundAccounting:
             if (ledger := c.plan.ledger()) is not None
         ]  # none: not private
         intervals = [0.0] * len(ledgers)
+        live, slow = background_accountants()
         try:
-            for name in CHEAP_ACCOUNTANTS:
+            for name in live:
                 for run_ids, ledger, delta, steps in ledgers:
                     if self.stop.is_set():
                         return
@@ -105,22 +124,19 @@ class BackgroundAccounting:
                         continue
                     self._write(run_ids, name, curve.steps, curve.epsilons)
             for point in range(ACCOUNTANT_GRID_POINTS):
-                for k, (run_ids, ledger, delta, steps) in enumerate(ledgers):
-                    if self.stop.is_set():
-                        return
-                    if point < len(steps):
-                        if point == 0:  # the interval the whole ledger needs, chosen once for all its points
-                            intervals[k] = pld.choose_discretization(ledger, delta=delta)
-                        t = int(steps[point])
-                        epsilon = pld.epsilon_of(ledger.truncated(t), delta=delta, discretization=intervals[k])
-                        self._write(run_ids, "pld", [t], [epsilon])
+                for name in slow:
+                    for k, (run_ids, ledger, delta, steps) in enumerate(ledgers):
+                        if self.stop.is_set():
+                            return
+                        if point < len(steps):
+                            self._write_point(run_ids, name, ledger, delta, int(steps[point]), intervals, k)
         except Exception:  # best effort beside the runs: the final ε of every accountant is computed exactly
             log.exception("runs %s: background accounting failed", ", ".join(c.run_ids[0] for c in self.curves))
 
 
 def record_final_epsilons(store: Store, run_id: str, steps: int, epsilons: dict[str, float]) -> None:
     """End every accountant's curve at the steps actually taken, with the exact final values."""
-    others = {metric_name(n): e for n, e in epsilons.items() if n != "rdp"}
+    others = {epsilon_metric(n): e for n, e in epsilons.items() if n != STREAMED_ACCOUNTANT}
     if not others:
         return
     store.trim_metrics(run_id, names=list(others), after_step=steps)
@@ -182,7 +198,7 @@ class RunRecorder:
 
     def _trim_curves(self) -> None:
         """No accountant curve past the last step the run reported (the background computes them ahead)."""
-        names = [metric_name(n) for n in (*CHEAP_ACCOUNTANTS, "pld")]
+        names = [epsilon_metric(n) for n in ACCOUNTANTS if n != STREAMED_ACCOUNTANT]
         self.store.trim_metrics(self.run.id, names=names, after_step=self.store.get_run(self.run.id).progress_step)
 
     def lost(self, reason: str) -> None:

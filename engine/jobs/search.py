@@ -143,7 +143,7 @@ class SweepPrivacy:
 
     @staticmethod
     def accountant_title(name: str) -> str:
-        return ACCOUNTANTS[name].short if name in ACCOUNTANTS else name
+        return ACCOUNTANTS[name].label if name in ACCOUNTANTS else name
 
     def sentence(self) -> str:
         search = self.search

@@ -57,11 +57,11 @@ from engine.jobs.disclosure import (
     WITHHELD_ERROR,
     day_of,
     exact_time,
-    is_released_metric,
     public_result,
     quotes_uploaded_values,
 )
 from engine.jobs.run_schema import RunShapeError, check_shown_fields
+from engine.metric_names import is_released_metric
 from engine.privacy.accountants.curve import epsilons_as_inf, is_epsilon_name, unbounded_as_inf
 from engine.training import SpecError, parse_spec
 from engine.training.datasets import CSV_PREFIX

@@ -11,7 +11,7 @@ enforces it).
 - `statement`: the plain-language privacy statement of a run.
 """
 
-from engine.privacy.accountants import ACCOUNTANTS, EpsilonCurve, Panel, accountant, panel
+from engine.privacy.accountants import ACCOUNTANTS, EpsilonCurve, Panel, accountant, describe_accountants, panel
 from engine.privacy.accountants.curve import UNBOUNDED_EPSILON, epsilon_text, is_unbounded
 from engine.privacy.accountants.rdp import DEFAULT_ORDERS
 from engine.privacy.accountants.rdp import curve as rdp_curve
@@ -66,6 +66,7 @@ __all__ = [
     "accountant",
     "calibrate_noise_multiplier",
     "calibrate_sigma",
+    "describe_accountants",
     "dp_pca_event",
     "dpsgd_event",
     "dpsgd_step_event",

@@ -41,13 +41,12 @@ from typing import Any
 
 import numpy as np
 
-from engine.privacy.accountants import gaussian, pld, rdp
+from engine.privacy.accountants import ACCOUNTANTS, gaussian, pld, rdp
 from engine.privacy.accountants.curve import is_unbounded
 from engine.privacy.errors import NotApplicableError, PrivacyError
 from engine.privacy.ledger import PrivacyLedger
 
 PROFILE_ACCOUNTANTS = ("pld", "rdp")  # the accountants that give δ at any ε; the run's tightest of them is used
-ACCOUNTANT_NAMES = {"pld": "PLD", "rdp": "RDP"}
 PROFILE_POINTS = 2001  # ε grid of the profile: spacing h = top/2000, so the curve is within e^h of the exact one
 PROFILE_TOP_MIN, PROFILE_TOP_MAX = 2.0, 100.0  # the grid reaches 2ε + 1 of the run, within these
 ACCUSED = 0.01  # the statement's false-positive rate: 1% of non-members wrongly accused
@@ -95,7 +94,7 @@ class AttackBound:
         if not isinstance(stored, Mapping):
             raise TradeoffError("an attack curve is an object with fpr, tpr and accountant")
         fpr, tpr, name = stored.get("fpr"), stored.get("tpr"), stored.get("accountant")
-        if name is not None and name not in ACCOUNTANT_NAMES:
+        if name is not None and name not in PROFILE_ACCOUNTANTS:
             raise TradeoffError(f"unknown accountant {name!r}")
         numbers = all(
             isinstance(v, list) and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)
@@ -275,11 +274,11 @@ def attack_sentence(bound: AttackBound) -> str:
     if caught >= 1.0:
         return (
             f"An attacker who wrongly accuses {accused} of non-members may catch every member: at that rate this "
-            f"run's guarantee rules out no membership-inference attack (by {ACCOUNTANT_NAMES[bound.accountant]})."
+            f"run's guarantee rules out no membership-inference attack (by {ACCOUNTANTS[bound.accountant].label})."
         )
     return (
         f"An attacker who wrongly accuses {accused} of non-members can catch at most {percent_up(caught)} of members "
-        f"(any membership-inference attack, by {ACCOUNTANT_NAMES[bound.accountant]}; Dong, Roth & Su 2019)."
+        f"(any membership-inference attack, by {ACCOUNTANTS[bound.accountant].label}; Dong, Roth & Su 2019)."
     )
 
 

@@ -3,7 +3,8 @@ run colours, thinning, PNG export), `live` (a run's charts), `accountants` (ε b
 page's curves), `comparison` (the frontier and overlaid runs). Nothing is defined here."""
 
 from app.common.charts.accountants import (
-    ACCOUNTANT_LABELS,
+    accountant_color,
+    accountant_label,
     epsilon_figure,
     plan_epsilon_figure,
     planned_epsilon_figure,
@@ -13,8 +14,9 @@ from app.common.charts.comparison import runs_frontier_figure, runs_overlay_figu
 from app.common.charts.live import loss_figure, private_diagnostics_figure, regret_figure, run_accuracy_figure
 
 __all__ = [
-    "ACCOUNTANT_LABELS",
     "RUN_PALETTE",
+    "accountant_color",
+    "accountant_label",
     "epsilon_figure",
     "loss_figure",
     "plan_epsilon_figure",

@@ -8,18 +8,37 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.common.charts.base import BOTTOM_LEGEND, LIMIT_COLOR, RUN_COLOR, base_figure, hline, series
-from engine.privacy import UNBOUNDED_EPSILON, epsilon_text
+from engine.metric_names import EPSILON, STREAMED_ACCOUNTANT, epsilon_metric
+from engine.privacy import ACCOUNTANTS, UNBOUNDED_EPSILON, epsilon_text
+from engine.privacy.accountants import pld
 
 LOG_TICKS = [m * 10.0**e for e in range(-4, 5) for m in (1, 2, 5)]  # 1e-4, 2e-4, 5e-4, …, 5e4
 LOG_AXIS_RATIO = 2  # a bound this many times above the tight ones turns the ε axis logarithmic
-ACCOUNTANT_STYLES = {  # metric column → (legend label, dash)
-    "epsilon": ("RDP (every step)", "solid"),
-    "epsilon_pld": ("PLD", "dot"),
-    "epsilon_advanced": ("advanced composition", "dash"),
-    "epsilon_naive": ("naive composition", "dashdot"),
-    "epsilon_zcdp": ("zCDP", "longdash"),
-    "epsilon_optimal_pure": ("optimal composition (pure ε)", "dot"),
-}
+# One colour per accountant, the same on every chart, none of them a run's (`base.RUN_PALETTE`): on a run's ε chart
+# the streamed accountant (RDP), the live line, takes the run's colour and every other accountant stays apart from
+# it. The accountants take these in the registry's order (RDP, PLD, naive, advanced, zCDP, optimal pure); chosen far
+# (CIELAB) from the run colours and from each other, they read on light and dark backgrounds. A seventh accountant
+# starts the palette again; an accountant without a dash in ACCOUNTANT_DASHES takes DEFAULT_DASH.
+ACCOUNTANT_PALETTE = ("#6A3D9A", "#E7298A", "#637939", "#A6761D", "#1B9E77", "#B15928")
+ACCOUNTANT_DASHES = {"rdp": "solid", "pld": "dot", "advanced": "dash", "naive": "dashdot", "zcdp": "longdash"}
+DEFAULT_DASH = "dot"  # an accountant with no dash of its own
+STREAMED_SUFFIX = " (every step)"  # the streamed accountant's legend entry on a run's chart
+
+
+def accountant_label(name: str) -> str:
+    """An accountant's legend label (the registry's); the name itself for one no longer registered."""
+    return ACCOUNTANTS[name].label if name in ACCOUNTANTS else name
+
+
+def accountant_color(name: str) -> str:
+    """An accountant's colour: the palette by its place in the registry (one not registered: the last)."""
+    names = list(ACCOUNTANTS)
+    place = names.index(name) if name in names else len(names)
+    return ACCOUNTANT_PALETTE[place % len(ACCOUNTANT_PALETTE)]
+
+
+def accountant_dash(name: str) -> str:
+    return ACCOUNTANT_DASHES.get(name, DEFAULT_DASH)
 
 
 def epsilon_figure(
@@ -36,23 +55,29 @@ def epsilon_figure(
     Plan page)."""
     fig = base_figure("Cumulative privacy loss ε by accountant", "ε", total_steps)
     tight_max, low, high = 0.0, math.inf, 0.0
-    for column, (label, dash) in ACCOUNTANT_STYLES.items():
+    for name in ACCOUNTANTS:
+        streamed = name == STREAMED_ACCOUNTANT
+        column = EPSILON if streamed else epsilon_metric(name)
         data = series(frame, column)
         if data.empty:
             continue
         latest = float(data[column].iloc[-1])
-        line_color = (color or RUN_COLOR) if column == "epsilon" else ACCOUNTANT_COLORS[column.removeprefix("epsilon_")]
+        label = accountant_label(name) + (STREAMED_SUFFIX if streamed else "")
         fig.add_trace(
             go.Scatter(
                 x=data["step"],
                 y=data[column].where(data[column] < UNBOUNDED_EPSILON),  # no finite bound: a gap
-                mode="lines" if column == "epsilon" else "lines+markers",
+                mode="lines" if streamed else "lines+markers",
                 name=f"{label}: ε = {epsilon_text(latest)}",
                 marker={"size": 5},
-                line={"color": line_color, "width": 2.5 if column == "epsilon" else 1.5, "dash": dash},
+                line={
+                    "color": (color or RUN_COLOR) if streamed else accountant_color(name),
+                    "width": 2.5 if streamed else 1.5,
+                    "dash": accountant_dash(name),
+                },
             )
         )
-        if column in ("epsilon", "epsilon_pld"):
+        if name in (STREAMED_ACCOUNTANT, pld.NAME):
             tight_max = max(tight_max, float(data[column].max()))
         finite = data[column][(data[column] > 0) & (data[column] < UNBOUNDED_EPSILON)]
         if len(finite):
@@ -125,32 +150,6 @@ def planned_epsilon_figure(
     return fig
 
 
-# One colour per accountant, the same on every chart, none of them a run's (`base.RUN_PALETTE`): on a run's ε chart
-# RDP, the live line, takes the run's colour and every other accountant stays apart from it; dashes as in
-# ACCOUNTANT_STYLES. Chosen far (CIELAB) from the run colours and from each other; they read on light and dark
-# backgrounds.
-ACCOUNTANT_COLORS = {
-    "rdp": "#6A3D9A",
-    "pld": "#E7298A",
-    "zcdp": "#1B9E77",
-    "advanced": "#A6761D",
-    "naive": "#637939",
-    "optimal_pure": "#B15928",
-}
-ACCOUNTANT_LABELS = {
-    "rdp": "RDP",
-    "pld": "PLD",
-    "zcdp": "zCDP",
-    "advanced": "advanced composition",
-    "naive": "naive composition",
-    "optimal_pure": "optimal composition (pure ε)",
-}
-
-
-def accountant_dash(name: str) -> str:
-    return ACCOUNTANT_STYLES.get("epsilon" if name == "rdp" else f"epsilon_{name}", ("", "solid"))[1]
-
-
 def plan_epsilon_figure(
     frame: pd.DataFrame, *, target_epsilon: float | None = None, tightest: str | None = None, log_y: bool = True
 ) -> go.Figure:
@@ -158,26 +157,26 @@ def plan_epsilon_figure(
     finite value), the target as a line. Legend entries carry each accountant's final ε; the log axis keeps the loose
     composition bounds in view."""
     fig = go.Figure()
-    for name in ACCOUNTANT_LABELS:
+    for name in ACCOUNTANTS:
         data = frame[frame["accountant"] == name].sort_values("epochs")
         if data.empty:
             continue
         final = float(data["epsilon"].iloc[-1])
-        label = f"{ACCOUNTANT_LABELS[name]}: ε = {epsilon_text(final)}"
+        label = f"{accountant_label(name)}: ε = {epsilon_text(final)}"
         label += " (tightest)" if name == tightest else ""
         fig.add_trace(
             go.Scatter(
                 x=data["epochs"],
                 y=data["epsilon"].replace(math.inf, math.nan),  # no finite bound: a gap in the line
-                mode="lines+markers" if name == "pld" else "lines",  # PLD: a coarse grid, its points shown
+                mode="lines" if ACCOUNTANTS[name].live else "lines+markers",  # a slow one: a coarse grid, points shown
                 name=label,
                 marker={"size": 5},
                 line={
-                    "color": ACCOUNTANT_COLORS[name],
+                    "color": accountant_color(name),
                     "width": 3 if name == tightest else 2,
                     "dash": accountant_dash(name),
                 },
-                hovertemplate=f"{ACCOUNTANT_LABELS[name]}: ε = %{{y:.4g}}<extra></extra>",
+                hovertemplate=f"{accountant_label(name)}: ε = %{{y:.4g}}<extra></extra>",
             )
         )
     if target_epsilon is not None:

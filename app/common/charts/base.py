@@ -77,7 +77,7 @@ def series(frame: pd.DataFrame, column: str) -> pd.DataFrame:
 
 # Colours per run: twelve that stay apart from each other and read on light and dark backgrounds. A run alone
 # on a chart takes a stable hash of its id; runs side by side take the palette in order, so up to twelve of
-# them never share a colour. None is an accountant's colour (`accountants.ACCOUNTANT_COLORS`): a run's ε line
+# them never share a colour. None is an accountant's colour (`accountants.ACCOUNTANT_PALETTE`): a run's ε line
 # never looks like another accountant's.
 RUN_PALETTE = (
     "#4C78A8",

@@ -8,7 +8,8 @@ from typing import Any
 import plotly.graph_objects as go
 
 from app.common.charts.base import BOTTOM_LEGEND, REFERENCE_COLOR, RUN_COLOR, rgba
-from engine.privacy.tradeoff import ACCOUNTANT_NAMES, ACCUSED, AttackBound, bound_polyline, percent_up
+from engine.privacy import ACCOUNTANTS
+from engine.privacy.tradeoff import ACCUSED, AttackBound, bound_polyline, percent_up
 
 TITLE = "What ε means for an attacker"
 X_TITLE = "false positives: non-members accused"
@@ -27,7 +28,7 @@ def audit_curve(audit: Mapping[str, Any]) -> tuple[list[float], list[float]]:
 def attack_figure(bound: AttackBound, *, color: str = RUN_COLOR, audit: Mapping[str, Any] | None = None) -> go.Figure:
     """The run's bound on every attack (filled beneath: what attacks may reach), the diagonal of random guessing,
     the point at 1% false positives, and the audit's ε̂ curve when the run was audited."""
-    by = ACCOUNTANT_NAMES.get(bound.accountant or "", "no accountant")
+    by = ACCOUNTANTS[bound.accountant].label if bound.accountant in ACCOUNTANTS else "no accountant"
     fig = go.Figure(
         layout={
             "title": {"text": TITLE, "font": {"size": 15}},

@@ -32,6 +32,7 @@ from dp_accounting import NeighboringRelation, dp_event
 from engine.privacy.accountants import gaussian
 from engine.privacy.accountants.curve import EpsilonCurve
 from engine.privacy.accountants.pld import PldAccountant, step_discretization
+from engine.privacy.accountants.registry import Accountant, register_accountant
 from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.events import PureDpEvent
 from engine.privacy.ledger import PrivacyLedger
@@ -130,3 +131,26 @@ def advanced_curve(ledger: PrivacyLedger, *, delta: float, steps: np.ndarray | N
     blocks = [steps[i : i + STEPS_PER_BLOCK] for i in range(0, len(steps), STEPS_PER_BLOCK)]
     best = [advanced_epsilons(ledger, delta=delta, steps=b, fraction=DELTA_PRIME_FRACTIONS).min(axis=0) for b in blocks]
     return EpsilonCurve(accountant="advanced", delta=delta, steps=steps, epsilons=np.concatenate(best or [np.zeros(0)]))
+
+
+register_accountant(
+    Accountant(
+        name="naive",
+        label="naive composition",
+        title="Naive composition (kε, kδ)",
+        citation="Dwork & Roth 2014, Thm 3.16",
+        curve=naive_curve,
+        live=True,
+    )
+)
+
+register_accountant(
+    Accountant(
+        name="advanced",
+        label="advanced composition",
+        title="Advanced composition",
+        citation="Dwork & Roth 2014, Thm 3.20",
+        curve=advanced_curve,
+        live=True,
+    )
+)

@@ -30,6 +30,7 @@ from dp_accounting import dp_event
 from scipy.special import gammaln
 
 from engine.privacy.accountants.curve import EpsilonCurve
+from engine.privacy.accountants.registry import Accountant, register_accountant
 from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.events import PureDpEvent
 from engine.privacy.ledger import PrivacyLedger
@@ -188,3 +189,15 @@ def curve(ledger: PrivacyLedger, *, delta: float, steps: np.ndarray | None = Non
     check_support(groups_at)  # before any work, not at the first step that is too large
     epsilons = np.array([epsilon_for_delta(loss_distribution(g), delta) for g in groups_at], dtype=np.float64)
     return EpsilonCurve(accountant=NAME, delta=delta, steps=steps, epsilons=epsilons)
+
+
+register_accountant(
+    Accountant(
+        name=NAME,
+        label="optimal composition (pure ε)",
+        title=TITLE,
+        citation="Kairouz, Oh & Viswanath 2015, Thm 3.3; Murtagh & Vadhan 2016",
+        curve=curve,
+        live=True,
+    )
+)

@@ -34,6 +34,7 @@ from scipy.signal import lfilter
 
 from engine.privacy.accountants import gaussian
 from engine.privacy.accountants.curve import EpsilonCurve
+from engine.privacy.accountants.registry import Accountant, register_accountant
 from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.events import PureDpEvent
 from engine.privacy.ledger import PrivacyLedger
@@ -302,3 +303,15 @@ def curve(
 
     eps = np.array([at(int(t)) for t in steps])
     return EpsilonCurve(accountant=NAME, delta=delta, steps=steps, epsilons=eps)
+
+
+register_accountant(
+    Accountant(
+        name=NAME,
+        label="PLD",
+        title=TITLE,
+        citation="Koskela et al. 2020; Doroshenko et al. 2022 (dp-accounting)",
+        curve=curve,
+        live=False,  # ~0.1–1 s a point: drawn point by point, last,
+    )
+)

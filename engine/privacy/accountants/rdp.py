@@ -1,4 +1,4 @@
-"""RDP accounting (the moments accountant of seed 001, as Rényi DP of the sampled Gaussian).
+"""RDP accounting (the moments accountant of Abadi et al. 2016, as Rényi DP of the sampled Gaussian).
 
 `dp_accounting.rdp.RdpAccountant` gives each release's RDP at every order; composition adds RDP,
 so the RDP after step t is a (steps × releases) count matrix times the (releases × orders) RDP
@@ -15,6 +15,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib
 
 from engine.privacy.accountants.curve import EpsilonCurve
+from engine.privacy.accountants.registry import Accountant, register_accountant
 from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.events import PureDpEvent
 from engine.privacy.ledger import PrivacyLedger
@@ -119,3 +120,15 @@ def epsilon(
         raise NotApplicableError(f"the RDP accountant does not support {type(event).__name__}")
     eps, order = accountant.compose(event).get_epsilon_and_optimal_order(delta)
     return float(eps), float(order)
+
+
+register_accountant(
+    Accountant(
+        name=NAME,
+        label="RDP",
+        title=TITLE,
+        citation="Mironov 2017; Abadi et al. 2016; conversion: Canonne et al. 2020",
+        curve=curve,
+        live=True,  # the trainer streams it at every step,
+    )
+)

@@ -12,6 +12,7 @@ from dp_accounting import dp_event
 
 from engine.privacy.accountants.curve import EpsilonCurve
 from engine.privacy.accountants.gaussian import gaussian_sigma
+from engine.privacy.accountants.registry import Accountant, register_accountant
 from engine.privacy.errors import NotApplicableError, check_delta
 from engine.privacy.events import PureDpEvent
 from engine.privacy.ledger import PrivacyLedger
@@ -52,3 +53,15 @@ def curve(ledger: PrivacyLedger, *, delta: float, steps: np.ndarray | None = Non
     with np.errstate(invalid="ignore"):
         rho = np.nan_to_num(ledger.counts_at(steps) * rhos, nan=0.0).sum(axis=1) if len(rhos) else np.zeros(len(steps))
     return EpsilonCurve(accountant=NAME, delta=delta, steps=steps, epsilons=epsilon_from_rho(rho, delta))
+
+
+register_accountant(
+    Accountant(
+        name=NAME,
+        label="zCDP",
+        title=TITLE,
+        citation="Bun & Steinke 2016, Props 1.3, 1.4, 1.6",
+        curve=curve,
+        live=True,
+    )
+)

@@ -1,38 +1,42 @@
 """What the engine can train, described for `python -m engine algorithms` and the dashboard: one
-line and a source per algorithm, model, preprocessing step and update rule."""
+line and a source per algorithm, model (read from `models.registry`), preprocessing step and update rule, and how
+the dashboard names each algorithm (`algorithm_title` where it is chosen, `algorithm_phrase` inside a sentence)."""
 
 from dataclasses import asdict, dataclass
 
 from engine.training.config.keys import CLIPPING_MODES, KEYS_BY_ALGORITHM, Algorithm
 from engine.training.config.optimizer_keys import OPTIMIZER_DESCRIPTIONS
-from engine.training.models.architectures import MODEL_DESCRIPTIONS
+from engine.training.models.registry import MODELS
 
 
 @dataclass(frozen=True, kw_only=True)
 class AlgorithmInfo:
     name: str
     kind: str  # algorithm | preprocessing | technique | model | optimizer
-    title: str
+    title: str  # how the dashboard names it where it is chosen: "DP-SGD, anisotropic noise"
     description: str
     source: str
     private: bool = True
     keys: tuple[str, ...] = ()
+    phrase: str = ""  # how it reads inside a sentence ("anisotropic DP-SGD"); empty: as its title
 
 
-ALGORITHM_INFO = (
+ALGORITHM_INFO: tuple[AlgorithmInfo, ...] = (
     AlgorithmInfo(
         name=Algorithm.DPSGD.value,
         kind="algorithm",
         title="DP-SGD",
+        phrase="DP-SGD",
         description="Poisson lots (q = L/N), per-example clipping to C (flat or per layer), Gaussian noise σC, "
         "physical batches accumulated per lot; schedules for lr, σ, C; SGD, momentum or Adam.",
-        source="Abadi et al. 2016, Deep Learning with Differential Privacy (seeds 001, 003)",
+        source="Abadi et al. 2016, Deep Learning with Differential Privacy",
         keys=KEYS_BY_ALGORITHM[Algorithm.DPSGD],
     ),
     AlgorithmInfo(
         name=Algorithm.NOISY_GD.value,
         kind="algorithm",
         title="Noisy gradient descent",
+        phrase="noisy GD",
         description="Full-batch logistic regression (labels ±1): clipped gradient sum (or clipped inputs) + "
         "Gaussian noise, divided by a Laplace-noised count.",
         source="Near & Abuah, Programming Differential Privacy, ch. Machine Learning",
@@ -42,6 +46,7 @@ ALGORITHM_INFO = (
         name=Algorithm.NONPRIVATE.value,
         kind="algorithm",
         title="Non-private baseline",
+        phrase="non-private",
         private=False,
         description="The same model, optimizer and schedule on shuffled batches, without clipping or noise (ε = ∞).",
         source="the reference every private run is compared with",
@@ -50,7 +55,8 @@ ALGORITHM_INFO = (
     AlgorithmInfo(
         name=Algorithm.ANISO_DPSGD.value,
         kind="algorithm",
-        title="Anisotropic-noise DP-SGD",
+        title="DP-SGD, anisotropic noise",
+        phrase="anisotropic DP-SGD",
         description="DP-SGD with per-layer (or per-coordinate) weights W: each gradient clipped to ‖W⁻¹g‖₂ ≤ C, "
         "noise N(0, σ²C²W²): the Gaussian mechanism at σ after the change of variables W⁻¹, so accounted as "
         "DP-SGD. W ∝ sensitivity^(-1/2) from earlier released noisy gradients only (post-processing).",
@@ -60,7 +66,8 @@ ALGORITHM_INFO = (
     AlgorithmInfo(
         name=Algorithm.EXPMECH_STUMPS.value,
         kind="algorithm",
-        title="Exponential mechanism over decision stumps",
+        title="Exponential mechanism: decision stumps",
+        phrase="exponential mechanism",
         description="Private PAC learning: one stump (feature, threshold on a public grid, sign) drawn with "
         "probability ∝ exp(ε·(−training errors)/2); ε-DP.",
         source="Dwork & Roth ch. 11; Kasiviswanathan et al. 2008; the exponential mechanism, Thm 3.10",
@@ -69,7 +76,8 @@ ALGORITHM_INFO = (
     AlgorithmInfo(
         name=Algorithm.SQ_LAPLACE.value,
         kind="algorithm",
-        title="SQ logistic regression through Laplace noise",
+        title="SQ learning via Laplace noise",
+        phrase="SQ via Laplace",
         description="Gradient descent that sees the data only through statistical queries Σφ, φ ∈ [0, 1], each "
         "answered with Laplace noise; T·d queries share ε by pure composition.",
         source="Dwork & Roth §11.1; Blum, Dwork, McSherry, Nissim 2005",
@@ -78,7 +86,8 @@ ALGORITHM_INFO = (
     AlgorithmInfo(
         name=Algorithm.RWM_ONLINE.value,
         kind="algorithm",
-        title="Private online learning (randomized weighted majority)",
+        title="Private online learning: RWM",
+        phrase="private RWM",
         description="Stump experts on a stream of training examples; RWM at η = ε/√(32 T ln(1/δ)), each round "
         "2η-DP; regret against rounds with its bound and non-private RWM.",
         source="Dwork & Roth §11.2, Thm 11.2 (privacy), Thms 11.1, 11.3–11.4 (regret)",
@@ -87,7 +96,8 @@ ALGORITHM_INFO = (
     AlgorithmInfo(
         name=Algorithm.RWM_LINEAR.value,
         kind="algorithm",
-        title="Private linear learner (RWM over the simplex)",
+        title="Private linear learner",
+        phrase="private linear learner",
         description="RWM over the vertices of the simplex (stump experts) on linear losses; the output is the "
         "average action, a mixture of stumps.",
         source="Dwork & Roth §11.2, Algorithm 17 and Thm 11.6",
@@ -132,12 +142,25 @@ ALGORITHM_INFO = (
 )
 
 
+ALGORITHMS: dict[str, AlgorithmInfo] = {info.name: info for info in ALGORITHM_INFO if info.kind == "algorithm"}
+
+
+def algorithm_title(name: str) -> str:
+    """How the dashboard names an algorithm where it is chosen: its title, or the name itself for one unknown."""
+    return ALGORITHMS[name].title if name in ALGORITHMS else name
+
+
+def algorithm_phrase(name: str) -> str:
+    """How an algorithm reads inside a sentence ("noisy GD"): its phrase, else its title, else the name itself."""
+    return (ALGORITHMS[name].phrase or ALGORITHMS[name].title) if name in ALGORITHMS else name
+
+
 def describe_algorithms() -> list[dict]:
     """Algorithms, preprocessing, models and update rules, as JSON-able dicts."""
     out = [asdict(info) | {"keys": list(info.keys)} for info in ALGORITHM_INFO]
     for algorithm, modes in CLIPPING_MODES.items():
         out[[i.name for i in ALGORITHM_INFO].index(algorithm.value)]["clipping"] = list(modes)
-    out += [{"name": name, "kind": "model", "description": text} for name, text in MODEL_DESCRIPTIONS.items()]
+    out += [{"name": name, "kind": "model", "description": entry.description} for name, entry in MODELS.items()]
     out += [
         {"name": name.value, "kind": "optimizer", "description": text} for name, text in OPTIMIZER_DESCRIPTIONS.items()
     ]

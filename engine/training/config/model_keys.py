@@ -14,6 +14,7 @@ from engine.training.datasets import DatasetInfo
 from engine.training.features import scatternet
 from engine.training.models import wide_resnet
 from engine.training.models.architectures import cnn_supports
+from engine.training.models.registry import model_entry
 
 Problem = tuple[str, str] | None
 WRN_KEYS = ("wrn_depth", "wrn_width")
@@ -33,6 +34,9 @@ def model_problem(raw: Mapping[str, Any], model: str, features: str, info: Datas
     if model == "wrn" and not wide_resnet.supports(info.image_shape):
         side = wide_resnet.MIN_SIDE
         return "model", f"'wrn' needs images of at least {side}×{side}; {info.name} has {shape}"
+    entry = model_entry(model)
+    if (entry.needs_images and info.image_shape is None) or not entry.supports(info.image_shape, features):
+        return "model", f"{model!r} does not take {info.name}'s inputs ({shape}, {features})"
     if model != "mlp" and "hidden" in raw:
         return "hidden", "only applies to model 'mlp'"
     if model != "wrn" and (key := next((k for k in WRN_KEYS if k in raw), None)) is not None:

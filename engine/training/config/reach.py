@@ -21,6 +21,7 @@ from engine.training.config.schedules import Schedule, ScheduleKind
 from engine.training.datasets import DatasetInfo
 from engine.training.features import scatternet
 from engine.training.models.architectures import model_image_shape, trainable_coordinates
+from engine.training.models.registry import model_entry
 
 if TYPE_CHECKING:
     from engine.training.config.spec import RunSpec
@@ -118,15 +119,10 @@ def model_inputs(spec: "RunSpec", info: DatasetInfo) -> int:
 
 def model_options(spec: "RunSpec", image_shape: tuple[int, int, int] | None) -> dict[str, Any]:
     """`models.build_model`'s keywords for the spec's model on a dataset of `image_shape`, besides the inputs and
-    classes: the worker builds its model with them, and `spec_coordinates` counts that model."""
-    options: dict[str, Any] = {
-        "hidden": spec.hidden,
-        "image_shape": model_image_shape(spec.features, image_shape),
-        "features": spec.features,
-    }
-    if spec.model == "wrn":
-        options |= {"wrn_depth": spec.wrn_depth, "wrn_width": spec.wrn_width}
-    return options
+    classes (the spec keys its registry entry names, `ModelEntry.options`): the worker builds its model with them,
+    and `spec_coordinates` counts that model."""
+    options = {key: getattr(spec, key) for key in model_entry(spec.model).options}  # those that shape it
+    return options | {"image_shape": model_image_shape(spec.features, image_shape), "features": spec.features}
 
 
 def spec_coordinates(spec: "RunSpec", info: DatasetInfo) -> int:

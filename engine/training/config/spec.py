@@ -56,7 +56,7 @@ from engine.training.datasets import (
     file_sha256,
     parse_csv_schema,
 )
-from engine.training.models.architectures import IMAGE_MODELS, MODELS
+from engine.training.models.registry import MODELS, model_entry
 
 
 class SpecError(ValueError):
@@ -177,7 +177,7 @@ def parse_spec(raw: Mapping[str, Any]) -> RunSpec:
     info, csv_fields = _dataset(raw)
     if algorithm.learner:
         return _learner_spec(raw, algorithm, values, info, csv_fields)
-    model = _choice("model", raw["model"], MODELS)
+    model = _choice("model", raw["model"], tuple(MODELS))
     values |= _model_options(raw, model, info)
     values |= _privacy_options(raw, algorithm, values, info)
     values |= _training_options(raw, algorithm, values, info, model)
@@ -360,7 +360,7 @@ def _training_options(
             f"{MAX_TRAINING_STEPS:,} per run (raise lot_size or lower epochs)",
         )
     if "pca_dims" in values:
-        if model in IMAGE_MODELS:
+        if model_entry(model).needs_images:
             raise SpecError(
                 "pca_dims", f"does not apply to model {model!r} (it needs the image, not projected features)"
             )

@@ -134,6 +134,21 @@ DATASETS: dict[str, DatasetInfo] = {
     ),
 }
 
+
+def register_dataset(info: DatasetInfo) -> DatasetInfo:
+    """Add a dataset (after those already registered): the Train, Plan, Sweep and Data pages and
+    `python -m engine datasets` list it. Its name must not be taken, nor start with the upload prefix."""
+    if info.name in DATASETS or is_csv_name(info.name):
+        raise DatasetError(f"a dataset cannot be registered as {brief(info.name)}: taken, or an upload's prefix")
+    DATASETS[info.name] = info
+    return info
+
+
+def unregister_dataset(name: str) -> None:
+    """Remove a dataset (a test's throwaway one); an unknown name does nothing."""
+    DATASETS.pop(name, None)
+
+
 CSV_ENTRY: dict[str, Any] = {
     "name": CSV_PREFIX + "PATH",
     "title": "Your CSV upload",
@@ -267,6 +282,8 @@ __all__ = [
     "parse_cifar_archive",
     "parse_csv_schema",
     "parse_idx",
+    "register_dataset",
     "safe_unpickle",
+    "unregister_dataset",
     "verify_checksum",
 ]

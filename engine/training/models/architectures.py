@@ -15,23 +15,15 @@ the ScatterNet features' own normalization (`scatternet.scatter`), applied once,
 
 import itertools
 import math
+from typing import Any
 
 import torch
 from torch import nn
 
 from engine.training.features import scatternet
+from engine.training.models import wide_resnet
+from engine.training.models.registry import ImageShape, ModelEntry, model_entry, register_model
 from engine.training.models.wide_resnet import DEFAULT_DEPTH, DEFAULT_WIDTH, build_wide_resnet
-
-MODELS = ("logreg", "mlp", "cnn", "wrn")
-IMAGE_MODELS = ("cnn", "wrn")  # models that take the image (or its scattering coefficients), never PCA projections
-MODEL_DESCRIPTIONS: dict[str, str] = {
-    "logreg": "Multinomial logistic regression, one linear layer (convex baseline; Chaudhuri et al. 2011, JMLR)",
-    "mlp": "ReLU multilayer perceptron (Abadi et al. 2016, CCS: one hidden layer of 1000 units on MNIST)",
-    "cnn": "Tanh CNN of Tramèr & Boneh 2021 (ICLR), 26k params on 1×28×28; on ScatterNet features their CNN on "
-    "the scattering coefficients, 33k params on MNIST",
-    "wrn": "Wide ResNet WRN-d-k with GroupNorm and weight-standardized convolutions (De et al. 2022; Zagoruyko & "
-    "Komodakis 2016), 2.75M params as WRN-16-4 on 3×32×32",
-}
 
 # A CNN's feature extractor, as (kind, out channels, kernel, stride, padding); pools have no channels.
 Stage = tuple[str, int, int, int, int]
@@ -90,6 +82,12 @@ def cnn_supports(image_shape: tuple[int, int, int] | None, features: str = "pixe
     return _cnn_feature_shape(image_shape, features) is not None
 
 
+def cnn_takes(image_shape: ImageShape | None, features: str) -> bool:
+    """Whether the CNN takes a dataset's images of this shape: as pixels (`cnn_supports`), or through ScatterNet,
+    on any image ScatterNet takes (their CNN on the coefficients fits them all)."""
+    return scatternet.supports(image_shape) if features == "scatternet" else cnn_supports(image_shape)
+
+
 def _build_cnn(
     n_features: int, n_classes: int, image_shape: tuple[int, int, int] | None, features: str
 ) -> nn.Sequential:
@@ -121,34 +119,53 @@ def build_model(
     *,
     n_features: int,
     n_classes: int,
-    hidden: tuple[int, ...] = (),
     image_shape: tuple[int, int, int] | None = None,
     features: str = "pixels",
+    **options: Any,
+) -> nn.Module:
+    """A fresh model of any registered kind (`registry.MODELS`); initialization draws from torch's global generator
+    (seed it first). An unknown name raises `registry.UnknownModelError` (a ValueError).
+
+    `image_shape` (C, H, W) with C·H·W = n_features is required by "cnn" and "wrn" and ignored by the others.
+    `features`: what the inputs are, "pixels" or "scatternet" (then `image_shape` is the scattering coefficients',
+    `model_image_shape`, and "cnn" is Tramèr & Boneh's CNN on them). `options`: the spec keys that shape a model,
+    `hidden` (the MLP's layer widths), `wrn_depth` (6n + 4) and `wrn_width` (the wide ResNet's); each model reads
+    its own.
+    """
+    builder = model_entry(name).builder
+    return builder(n_features=n_features, n_classes=n_classes, image_shape=image_shape, features=features, **options)
+
+
+def build_logreg(*, n_features: int, n_classes: int, **_: Any) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(n_features, n_classes))
+
+
+def build_mlp(*, n_features: int, n_classes: int, hidden: tuple[int, ...] = (), **_: Any) -> nn.Sequential:
+    widths = (n_features, *hidden)
+    layers: list[nn.Module] = []
+    for width_in, width_out in itertools.pairwise(widths):
+        layers += [nn.Linear(width_in, width_out), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(widths[-1], n_classes))
+
+
+def build_cnn(
+    *, n_features: int, n_classes: int, image_shape: ImageShape | None = None, features: str = "pixels", **_: Any
+) -> nn.Sequential:
+    return _build_cnn(n_features, n_classes, image_shape, features)
+
+
+def build_wrn(
+    *,
+    n_features: int,
+    n_classes: int,
+    image_shape: ImageShape | None = None,
     wrn_depth: int = DEFAULT_DEPTH,
     wrn_width: int = DEFAULT_WIDTH,
-) -> nn.Sequential:
-    """A fresh model; initialization draws from torch's global generator (seed it first).
-
-    `hidden` (the MLP's layer widths) applies to "mlp" only; `image_shape` (C, H, W) with
-    C·H·W = n_features is required by "cnn" and "wrn" and ignored by the others. `features`: what the inputs
-    are, "pixels" or "scatternet" (then `image_shape` is the scattering coefficients', `model_image_shape`, and
-    "cnn" is Tramèr & Boneh's CNN on them). `wrn_depth` (6n + 4) and `wrn_width` apply to "wrn" only.
-    """
-    if name == "logreg":
-        return nn.Sequential(nn.Linear(n_features, n_classes))
-    if name == "mlp":
-        widths = (n_features, *hidden)
-        layers: list[nn.Module] = []
-        for width_in, width_out in itertools.pairwise(widths):
-            layers += [nn.Linear(width_in, width_out), nn.ReLU()]
-        return nn.Sequential(*layers, nn.Linear(widths[-1], n_classes))
-    if name == "cnn":
-        return _build_cnn(n_features, n_classes, image_shape, features)
-    if name == "wrn":
-        return build_wide_resnet(
-            n_features=n_features, n_classes=n_classes, image_shape=image_shape, depth=wrn_depth, width=wrn_width
-        )
-    raise ValueError(f"model must be one of {', '.join(MODELS)}; got {name!r}")
+    **_: Any,
+) -> nn.Module:
+    return build_wide_resnet(
+        n_features=n_features, n_classes=n_classes, image_shape=image_shape, depth=wrn_depth, width=wrn_width
+    )
 
 
 def trainable_coordinates(name: str, *, n_features: int, n_classes: int, **options) -> int:
@@ -158,3 +175,48 @@ def trainable_coordinates(name: str, *, n_features: int, n_classes: int, **optio
     with torch.device("meta"):
         model = build_model(name, n_features=n_features, n_classes=n_classes, **options)
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# The lab's own models, in the order the Train form offers them.
+register_model(
+    ModelEntry(
+        name="logreg",
+        title="Logistic regression",
+        description="Multinomial logistic regression, one linear layer (convex baseline; Chaudhuri et al. 2011, JMLR)",
+        builder=build_logreg,
+    )
+)
+register_model(
+    ModelEntry(
+        name="mlp",
+        title="MLP (one ReLU hidden layer)",
+        description="ReLU multilayer perceptron (Abadi et al. 2016, CCS: one hidden layer of 1000 units on MNIST)",
+        builder=build_mlp,
+        options=("hidden",),
+    )
+)
+register_model(
+    ModelEntry(
+        name="cnn",
+        title="CNN (tanh)",
+        description="Tanh CNN of Tramèr & Boneh 2021 (ICLR), 26k params on 1×28×28; on ScatterNet features their CNN "
+        "on the scattering coefficients, 33k params on MNIST",
+        builder=build_cnn,
+        needs_images=True,
+        supports=lambda shape, features: (
+            scatternet.supports(shape) if features == "scatternet" else cnn_supports(shape)
+        ),
+    )
+)
+register_model(
+    ModelEntry(
+        name="wrn",
+        title="Wide ResNet (GroupNorm)",
+        description="Wide ResNet WRN-d-k with GroupNorm and weight-standardized convolutions (De et al. 2022; "
+        "Zagoruyko & Komodakis 2016), 2.75M params as WRN-16-4 on 3×32×32",
+        builder=build_wrn,
+        options=("wrn_depth", "wrn_width"),
+        needs_images=True,
+        supports=lambda shape, features: features == "pixels" and wide_resnet.supports(shape),
+    )
+)

@@ -10,11 +10,12 @@ import uuid
 import pandas as pd
 import pytest
 
-from app.common.charts import ACCOUNTANT_LABELS, RUN_PALETTE, epsilon_figure, run_color, runs_frontier_figure
-from app.common.charts.accountants import ACCOUNTANT_COLORS
+from app.common.charts import RUN_PALETTE, accountant_color, epsilon_figure, run_color, runs_frontier_figure
+from app.common.charts.accountants import ACCOUNTANT_PALETTE
 from app.common.charts.comparison import AUDIT_BAR_NAME, accuracy_axis, sweep_frontier_figure
 from app.sweep.frontier import finished_points, frontier, log_epsilon_axis, step_fraction
 from cache import RunRecord, RunStatus, SweepRecord
+from engine.privacy import ACCOUNTANTS
 
 STEPS = [1, 2, 3, 4]
 
@@ -36,8 +37,8 @@ def test_the_target_label_sits_on_its_line_on_a_log_axis_and_on_a_linear_one():
 
 
 def test_no_run_colour_is_an_accountants_colour():
-    assert set(RUN_PALETTE).isdisjoint(ACCOUNTANT_COLORS.values())
-    assert set(ACCOUNTANT_COLORS) == set(ACCOUNTANT_LABELS) and len(set(ACCOUNTANT_COLORS.values())) == 6
+    assert set(RUN_PALETTE).isdisjoint(ACCOUNTANT_PALETTE)
+    assert len({accountant_color(name) for name in ACCOUNTANTS}) == len(ACCOUNTANTS) == 6, "apart from each other"
     ids = [uuid.uuid4().hex[:12] for _ in range(3000)]
     assert {run_color(run_id) for run_id in ids} == set(RUN_PALETTE), "every run colour is the palette's"
     frame = _epsilons(epsilon=[1, 2, 3, 4], epsilon_pld=[1, 2, 3, 3.5], epsilon_naive=[5, 9, 13, 17])

@@ -8,8 +8,8 @@ import pytest
 
 from app.data import form
 from cache import Store
-from engine.jobs.disclosure import PRIVATE_DIAGNOSTICS
 from engine.jobs.transfer import export_runs
+from engine.metric_names import PRIVATE_DIAGNOSTICS
 from engine.training.datasets import RARE_LEVEL_ROWS
 from tests.app.data.test_data_page import declare_bounds
 from tests.app.runs.test_runs_page import finished_run

@@ -108,7 +108,7 @@ def test_a_long_runs_report_is_small_opens_offline_and_has_every_headline_of_its
     at.query_params["run"] = run.id  # the Train page shows the run's panel
     at.run()
     assert not at.exception, at.exception
-    panel = ("Test accuracy", f"ε spent ({ACCOUNTANTS[run.result['accountant']].short})", "Noise multiplier σ")
+    panel = ("Test accuracy", f"ε spent ({ACCOUNTANTS[run.result['accountant']].label})", "Noise multiplier σ")
     shown = {label: metrics(at)[label] for label in (*panel, "Sampling rate q")}  # the run panel's headline
     accountants = table_with(at, "accountant")
 

@@ -99,13 +99,13 @@ def test_sigma_mode_shows_each_accountants_epsilon_as_the_privacy_panel_computes
         assert table[ACCOUNTANTS[name].title] == pytest.approx(epsilon, rel=1e-9), name
     tightest, epsilon = expected.tightest()
     assert shown["ε, tightest bound"] == f"{epsilon:.3f}"
-    assert f"by {charts.ACCOUNTANT_LABELS[tightest]}" in next(m for m in at.metric if "tightest" in m.label).proto.delta
+    assert f"by {ACCOUNTANTS[tightest].label}" in next(m for m in at.metric if "tightest" in m.label).proto.delta
     for name in expected.not_applicable:  # zCDP: no amplification by subsampling
         assert any(ACCOUNTANTS[name].title in c.value and "Not applicable" in c.value for c in at.caption)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     legend = [trace["name"] for trace in spec["data"]]
     assert sorted(legend) == sorted(
-        f"{charts.ACCOUNTANT_LABELS[name]}: ε = {eps:.3g}" + (" (tightest)" if name == tightest else "")
+        f"{ACCOUNTANTS[name].label}: ε = {eps:.3g}" + (" (tightest)" if name == tightest else "")
         for name, eps in expected.final().items()
     )
     assert not spec["layout"].get("annotations")  # no target line without a target

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.common.labels import ALGORITHM_TITLES
+from app.common.labels import ALGORITHMS
 from app.common.safe_text import unescape
 from app.train.presets import PRESETS
 from app.train.widget_spec import learner
@@ -74,7 +74,7 @@ def test_every_widget_explains_itself_in_a_tooltip(home):
     at.selectbox(key="train_model").set_value("mlp").run()
     at.checkbox(key="train_use_pca").check().run()
     at.selectbox(key="train_lr_schedule").set_value("linear").run()
-    for algorithm in ALGORITHM_TITLES:
+    for algorithm in ALGORITHMS:
         at.selectbox(key="train_algorithm").set_value(algorithm).run()
         assert not at.exception, at.exception
         widgets = [w for kind in WIDGET_KINDS for w in getattr(at, kind) if (w.key or "").startswith("train")]

@@ -13,15 +13,13 @@ from cache.archive.reader import read_archive
 from engine import ENGINE_VERSION
 from engine.jobs.disclosure import (
     DAY_S,
-    PRIVATE_DIAGNOSTICS,
-    RELEASED_METRICS,
     WITHHELD_ERROR,
     day_of,
     is_private_field,
-    is_released_metric,
     public_result,
 )
 from engine.jobs.transfer import import_runs, prepare_export, summarize_archive
+from engine.metric_names import PRIVATE_DIAGNOSTICS, RELEASED_METRICS, is_released_metric
 from engine.training import StepRecord, TrainResult, parse_spec
 from tests.cache.store.test_maintenance import cli_json, result_for, run_cli
 from tests.helpers import edit_json, fast_spec, unzip

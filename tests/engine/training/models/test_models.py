@@ -9,14 +9,17 @@ import torch
 from torch import nn
 
 from engine.training.models import architectures as models
-from engine.training.models.architectures import MODEL_DESCRIPTIONS, MODELS, build_model, cnn_supports
+from engine.training.models.architectures import build_model, cnn_supports
+from engine.training.models.registry import MODELS, UnknownModelError, model_entry
 
 
 def test_every_model_is_described():
-    assert MODELS == ("logreg", "mlp", "cnn", "wrn")
-    assert set(MODEL_DESCRIPTIONS) == set(MODELS)
-    assert all(MODEL_DESCRIPTIONS.values())
-    assert "Tramèr & Boneh 2021" in MODEL_DESCRIPTIONS["cnn"]
+    assert tuple(MODELS) == ("logreg", "mlp", "cnn", "wrn")
+    assert all(entry.title and entry.description for entry in MODELS.values())
+    assert "Tramèr & Boneh 2021" in MODELS["cnn"].description
+    assert [name for name, entry in MODELS.items() if entry.needs_images] == ["cnn", "wrn"]
+    with pytest.raises(UnknownModelError, match="one of logreg, mlp, cnn, wrn; got 'resnet'"):
+        model_entry("resnet")
 
 
 def test_models_module_does_not_import_the_spec():

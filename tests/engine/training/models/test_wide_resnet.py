@@ -13,8 +13,9 @@ from engine.training.config.plan import plan_run
 from engine.training.config.reach import spec_coordinates
 from engine.training.config.spec import spec_dataset_info
 from engine.training.datasets import Dataset
-from engine.training.models.architectures import MODEL_DESCRIPTIONS, MODELS, build_model, trainable_coordinates
+from engine.training.models.architectures import build_model, trainable_coordinates
 from engine.training.models.layers import WeightStandardizedConv2d
+from engine.training.models.registry import MODELS
 from engine.training.models.wide_resnet import WideBlock
 from engine.training.run_setup import build_run_model
 from engine.training.trainers.single_run import train
@@ -57,7 +58,7 @@ def cifar_like(n_train: int = 64, n_test: int = 32, seed: int = 0) -> Dataset:
 
 def test_wrn_is_a_described_model():
     assert "wrn" in MODELS
-    assert "De et al. 2022" in MODEL_DESCRIPTIONS["wrn"]
+    assert "De et al. 2022" in MODELS["wrn"].description
 
 
 @pytest.mark.parametrize("image_shape", [CIFAR, (1, 28, 28), (3, 8, 8), (2, 9, 13)])
