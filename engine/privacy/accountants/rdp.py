@@ -1,4 +1,4 @@
-"""RDP accounting (the moments accountant of seed 001, as Rényi DP of the sampled Gaussian).
+"""RDP accounting (the moments accountant of Abadi et al. 2016, as Rényi DP of the sampled Gaussian).
 
 `dp_accounting.rdp.RdpAccountant` gives each release's RDP at every order; composition adds RDP,
 so the RDP after step t is a (steps × releases) count matrix times the (releases × orders) RDP

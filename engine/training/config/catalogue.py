@@ -26,7 +26,7 @@ ALGORITHM_INFO = (
         title="DP-SGD",
         description="Poisson lots (q = L/N), per-example clipping to C (flat or per layer), Gaussian noise σC, "
         "physical batches accumulated per lot; schedules for lr, σ, C; SGD, momentum or Adam.",
-        source="Abadi et al. 2016, Deep Learning with Differential Privacy (seeds 001, 003)",
+        source="Abadi et al. 2016, Deep Learning with Differential Privacy",
         keys=KEYS_BY_ALGORITHM[Algorithm.DPSGD],
     ),
     AlgorithmInfo(
