@@ -1,4 +1,4 @@
-"""How each textbook learner (Dwork & Roth 2014, ch. 11) spends a target ε: the parameter of its mechanism
+"""How each textbook learner (seed 004, Dwork & Roth ch. 11) spends a target ε: the parameter of its mechanism
 and the DP event of one step, from public numbers only. Pure functions; the ledger built from these events is
 what every accountant bounds, so the ε shown is never the theorem's arithmetic alone.
 
