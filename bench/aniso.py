@@ -6,11 +6,11 @@ are shared: DP-SGD (isotropic), and aniso_dpsgd per layer and per coordinate (`e
 default smoothing 0.9 and ratio 10). The figures are test accuracies and the paired differences
 aniso − iso per seed; the summary table on stderr shows them side by side.
 
-Settings, swept one factor at a time around a centre as seed 003 (Abadi et al. 2016, §5.2) does:
+Settings, swept one factor at a time around a centre as Abadi et al. 2016 (§5.2) do:
 
 - MNIST, DP-PCA 60 (σ_p = 7) + ReLU MLP, ε = 2, δ = 1e-5, lr 0.1; centre L = 600, 1000 hidden units,
-  C = 4 (seed 003's); lots 300 / 1200, 200 hidden units, C = 2 / 8. Trained for `MNIST_EPOCHS` epochs
-  (seed 003 trains hundreds: this fits a 2-core CPU; σ is calibrated for these epochs).
+  C = 4 (theirs); lots 300 / 1200, 200 hidden units, C = 2 / 8. Trained for `MNIST_EPOCHS` epochs
+  (Abadi et al. train hundreds: this fits a 2-core CPU; σ is calibrated for these epochs).
 - Adult, logistic regression, ε = 1, δ = 1e-6, lr 1 (the utility suite's preset); centre L = 256, C = 1;
   L = 1024, C = 0.3 / 3. A model of one layer has the single layer weight 1, so "layer" *is* DP-SGD
   there (bit for bit) and only "coordinate" is trained.

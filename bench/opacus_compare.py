@@ -60,7 +60,7 @@ class ModelCase:
 MODELS = (
     ModelCase("logreg", "logreg 784→10", "logreg", 784),
     ModelCase("mlp1000", "MLP 784→1000→10", "mlp", 784, {"hidden": (1000,)}),
-    ModelCase("mlp_pca60", "MLP 60→1000→10 (seed 003, after DP-PCA)", "mlp", 60, {"hidden": (1000,)}),
+    ModelCase("mlp_pca60", "MLP 60→1000→10 (Abadi et al. 2016, after DP-PCA)", "mlp", 60, {"hidden": (1000,)}),
     ModelCase("cnn", "tanh CNN, 1×28×28", "cnn", 784, {"image_shape": (1, 28, 28)}),
 )
 

@@ -3,7 +3,7 @@ the same K trained one after another (`engine.training.train`), and against one 
 
 The K configurations are a σ × C grid around the MNIST presets (same data, model, lot size and epochs;
 seed 0, so the stack's lots are the lead's and the first member reproduces its separate run), for
-logistic regression, seed 003's DP-PCA 60 + MLP 60→1000→10, the MLP 784→1000→10 and (on a GPU) the CNN. Each
+logistic regression, Abadi et al.'s DP-PCA 60 + MLP 60→1000→10, the MLP 784→1000→10 and (on a GPU) the CNN. Each
 mode trains from the same in-memory dataset with its plan made beforehand, so the figures are the
 training itself: the loop (the last step record's `elapsed_s`, test evaluations included) and end to
 end (the loop plus model set-up and each run's final ε by every accountant, the same work for both).
@@ -67,7 +67,7 @@ def grid(members: int) -> list[tuple[float, float]]:
 
 
 def specs_for(model: str, dataset: str, members: int, epochs: float) -> list[dict]:
-    """`model`: logreg, mlp (784→1000→10), mlp_pca60 (seed 003's DP-PCA 60 (σ_p 7) + 60→1000→10) or cnn."""
+    """`model`: logreg, mlp (784→1000→10), mlp_pca60 (Abadi et al.'s DP-PCA 60 (σ_p 7) + 60→1000→10) or cnn."""
     base = {
         "dataset": dataset,
         "model": model,

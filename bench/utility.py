@@ -54,9 +54,9 @@ from engine.training.algorithms.baselines import sklearn_logistic_regression
 
 SECTIONS: list[tuple[str, list[Run]]] = [
     ("presets", PRESETS),
-    ("seed 003 (Abadi et al. 2016)", ABADI_MNIST),
+    ("Abadi et al. 2016's MNIST setting", ABADI_MNIST),
     ("tuned (Tramèr & Boneh 2021)", TUNED),
-    ("seed 000 (noisy GD, Near & Abuah)", [*NOISY_GD, HAND_GD]),
+    ("noisy GD (Near & Abuah)", [*NOISY_GD, HAND_GD]),
     ("Opacus MNIST example", OPACUS),
 ]
 BASELINE_DATASETS = ("adult", "mnist", "fashion-mnist")  # scikit-learn's non-private logistic regression

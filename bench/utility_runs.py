@@ -69,7 +69,7 @@ PRESETS = [
     Run(
         name="adult_logreg_eps1",
         spec=ADULT_PRESET,
-        source="seed 000's preset (DP-SGD, logistic regression)",
+        source="Near & Abuah's Adult setting (DP-SGD, logistic regression)",
         target_accuracy=0.84,
         target_epsilon=1.0,
         quick=True,
@@ -103,7 +103,7 @@ ABADI_MNIST_SPEC = {
     "seed": 0,
 }
 ABADI_MNIST_EPOCH_CAP = 400
-ABADI_MNIST_SOURCE = "Abadi et al. 2016, §5.2 (seed 003): DP-PCA 60, MLP 1000, L 600, C 4"
+ABADI_MNIST_SOURCE = "Abadi et al. 2016, §5.2 (their MNIST setting): DP-PCA 60, MLP 1000, L 600, C 4"
 
 # These rows clip the whole gradient at C = 4 (flat), the reading behind the README's utility rows; the paper clips
 # each layer at 4, which the reproduced table's rows follow (`bench.table_rows.ABADI_ROWS`).
@@ -188,7 +188,7 @@ NOISY_GD_SPEC = {
 NOISY_GD_EPSILONS = (0.01, 0.05, 0.1, 0.5, 1.0, 2.0)
 NOISY_GD_QUICK_EPSILONS = (0.1, 1.0)
 COUNT_SHARE = 0.1  # of each ε, spent on the noisy example count
-NOISY_GD_SOURCE = "Near & Abuah, Programming Differential Privacy, ch. Machine Learning (seed 000)"
+NOISY_GD_SOURCE = "Near & Abuah, Programming Differential Privacy, ch. Machine Learning"
 
 NOISY_GD = [
     Run(

@@ -3,15 +3,15 @@
 Each builder returns a `dp_accounting` `DpEvent` describing *one occurrence* of a mechanism, built
 from the numbers the code actually runs with:
 
-- DP-SGD step (Abadi et al. 2016; seeds 001, 003): the clipped gradient sum of a lot plus
+- DP-SGD step (Abadi et al. 2016): the clipped gradient sum of a lot plus
   N(0, σ²C²I) noise. Poisson lots (each example joins with probability q) give a
   `PoissonSampledDpEvent`; fixed-size lots drawn without replacement give a
   `SampledWithoutReplacementDpEvent` (its analysis is for replace-one adjacency). Shuffling the data
   and iterating over it has no tight analysis: it is refused, or, on explicit request, labelled as
   the Poisson approximation (as TF Privacy's privacy statement does).
-- Noisy gradient descent (seed 000): per step a Gaussian release of the clipped gradient sum
+- Noisy gradient descent (Near & Abuah): per step a Gaussian release of the clipped gradient sum
   (sensitivity C), plus one Laplace release of the example count (sensitivity 1).
-- DP-PCA (seed 003): one Gaussian release of the covariance of normalized inputs.
+- DP-PCA (Abadi et al. 2016): one Gaussian release of the covariance of normalized inputs.
 - Laplace mechanism and the exponential mechanism (Dwork–Roth Thm 3.6 and 3.10): pure ε-DP.
 """
 

@@ -1,4 +1,4 @@
-"""Composition theorems over per-release (ε₀, δ₀) guarantees, as seed 000 teaches.
+"""Composition theorems over per-release (ε₀, δ₀) guarantees, as Near & Abuah's *Programming DP* teaches.
 
 Each release's ε₀(δ₀) is the inverse of its exact single-occurrence privacy profile δ₀(ε₀), rounded up:
 - an ε-DP release (`PureDpEvent`) is dominated by randomized response (its privacy region contains that of

@@ -1,9 +1,9 @@
-"""DP-SGD (Abadi et al. 2016; seeds 001 and 003) as a chain of named stages:
+"""DP-SGD (Abadi et al. 2016) as a chain of named stages:
 
     sample a Poisson lot → clip and accumulate (over physical batches) → add Gaussian noise of std σₜCₜ
     (`noise_std`) → scale by 1/L (`average`) → optimizer step
 
-A lot is what the privacy analysis sees; physical batches are how it fits in memory (seed 001's
+A lot is what the privacy analysis sees; physical batches are how it fits in memory (Abadi et al.'s
 lot vs batch, Opacus' BatchMemoryManager): the clipped sums of the batches of one lot are added
 before the single noise draw, so the release is the same whatever the physical batch size.
 The numbers come from a `TrainingPlan`, whose ledger accounts for exactly them; the lots and the noise

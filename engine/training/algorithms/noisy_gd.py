@@ -1,4 +1,4 @@
-"""Noisy gradient descent (seed 000: Near & Abuah, *Programming Differential Privacy*, ch. "Machine
+"""Noisy gradient descent (Near & Abuah, *Programming Differential Privacy*, ch. "Machine
 Learning"): logistic regression with labels ±1, full batch, and at every step
 
     θ ← θ − η · (Σᵢ clip(∇ℓ(θ; xᵢ, yᵢ)) + N(0, σ²b²I)) / ñ,   ñ = N + Lap(1/ε_count), drawn once.

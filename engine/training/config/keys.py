@@ -12,9 +12,9 @@ Which keys apply (`KEYS_BY_ALGORITHM`):
 - dpsgd: augmentation_multiplicity (K copies per example, De et al. 2022; image datasets with pixel features),
   fill_budget (σ given, the steps filled up to target_epsilon: then both are given, and epochs is the bound);
 - dpsgd, aniso_dpsgd, noisy_gd, nonprivate: ema_decay (the released model is the iterates' moving average);
-- aniso_dpsgd (seed 002): DP-SGD's keys without clipping, plus aniso_granularity, aniso_smoothing,
+- aniso_dpsgd (Xiang et al.'s noise): DP-SGD's keys without clipping, plus aniso_granularity, aniso_smoothing,
   aniso_max_ratio;
-- the textbook learners of seed 004 (expmech_stumps, sq_laplace, rwm_online, rwm_linear): dataset
+- the textbook learners of Dwork & Roth 2014, ch. 11 (expmech_stumps, sq_laplace, rwm_online, rwm_linear): dataset
   (two classes), model (fixed), seed, delta, target_epsilon, and thresholds / epochs + lr / rounds.
 """
 
@@ -30,8 +30,8 @@ class Algorithm(StrEnum):
     DPSGD = "dpsgd"
     NOISY_GD = "noisy_gd"
     NONPRIVATE = "nonprivate"
-    ANISO_DPSGD = "aniso_dpsgd"  # seed 002, honestly accounted: weighted clipping, anisotropic noise
-    EXPMECH_STUMPS = "expmech_stumps"  # seed 004: the textbook private learners
+    ANISO_DPSGD = "aniso_dpsgd"  # Xiang et al.'s noise, honestly accounted: weighted clipping, anisotropic noise
+    EXPMECH_STUMPS = "expmech_stumps"  # Dwork & Roth 2014, ch. 11: textbook learners
     SQ_LAPLACE = "sq_laplace"
     RWM_ONLINE = "rwm_online"
     RWM_LINEAR = "rwm_linear"
@@ -42,7 +42,7 @@ class Algorithm(StrEnum):
 
     @property
     def learner(self) -> bool:
-        """A textbook private learner (seed 004): it spends a target ε through its own mechanism, not by σ."""
+        """A textbook private learner (Dwork & Roth 2014): it spends a target ε through its own mechanism, not by σ."""
         return self in LEARNER_MODELS
 
 

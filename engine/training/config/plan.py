@@ -4,13 +4,13 @@ accounts for exactly those numbers, so what is trained and what is charged canno
 One plan type serves every algorithm; `Algorithm` decides how lots are drawn and what each step
 releases:
 
-- dpsgd (seeds 001, 003): Poisson lots of expected size L (q = L/N); per step one sampled Gaussian
+- dpsgd (Abadi et al. 2016): Poisson lots of expected size L (q = L/N); per step one sampled Gaussian
   release of the clipped gradient sum, σ·C noise.
-- noisy_gd (seed 000): every step uses the whole training set: one Gaussian release per step, and
+- noisy_gd (Near & Abuah): every step uses the whole training set: one Gaussian release per step, and
   up front one Laplace release of the example count (sensitivity 1) used as the denominator.
 - nonprivate: shuffled batches of L, no ledger.
 
-DP-PCA (seed 003) adds one up-front Gaussian release of the covariance of L2-normalized inputs.
+DP-PCA (Abadi et al. 2016) adds one up-front Gaussian release of the covariance of L2-normalized inputs.
 
 A dpsgd spec with `fill_budget` keeps σ = noise_multiplier and trains the most steps whose ε stays within
 target_epsilon by RDP or PLD, whichever allows more (`engine.privacy.fill_steps`), at most the steps of its

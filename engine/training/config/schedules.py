@@ -4,7 +4,7 @@ of the spec's base value over (fractional) epochs.
 - ``constant``: 1 throughout.
 - ``step``: ``factor ** k`` after k full periods of ``every_epochs`` (e.g. halve every 5 epochs).
 - ``linear``: from 1 down (or up) to ``end_factor`` over the first ``epochs`` epochs, then
-  ``end_factor`` (seed 003: lr 0.1 → 0.052 over 10 epochs is ``end_factor`` 0.52, ``epochs`` 10).
+  ``end_factor`` (Abadi et al. 2016, MNIST: lr 0.1 → 0.052 over 10 epochs is ``end_factor`` 0.52, ``epochs`` 10).
 
 A σ schedule changes the privacy ledger (one phase per distinct σ), so it must be piecewise
 constant: ``linear`` is refused for σ. The lr and C schedules are free: the lr is post-processing,

@@ -207,7 +207,7 @@ def _lab_noise_only(raw: Mapping[str, Any], algorithm: Algorithm) -> Mapping[str
 def _learner_spec(
     raw: Mapping[str, Any], algorithm: Algorithm, values: dict[str, Any], info: DatasetInfo, csv_fields: dict
 ) -> RunSpec:
-    """A textbook learner (seed 004): binary labels, a target ε (its mechanism's budget), δ < 1/N."""
+    """A textbook learner (Dwork & Roth 2014, ch. 11): binary labels, a target ε (its mechanism's budget), δ < 1/N."""
     model = LEARNER_MODELS[algorithm]
     _choice("model", raw.get("model", model), (model,))
     if info.n_classes != 2:

@@ -1,4 +1,4 @@
-"""DP-PCA input projection (seed 003; Abadi et al. 2016, §4): normalize every input to unit L2
+"""DP-PCA input projection (Abadi et al. 2016, §4): normalize every input to unit L2
 norm, release the covariance A = Σᵢ xᵢxᵢᵀ of the normalized inputs with symmetric Gaussian noise, and project
 all inputs (as they are, not normalized: the authors' code does the same) on the top k
 eigenvectors of the noisy A.

@@ -1,1 +1,1 @@
-"""The textbook private learners of seed 004 (Dwork & Roth ch. 11): budgets, mechanisms and training."""
+"""The textbook private learners of Dwork & Roth 2014, ch. 11: budgets, mechanisms and training."""

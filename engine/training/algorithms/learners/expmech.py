@@ -1,4 +1,4 @@
-"""Private PAC learning with the exponential mechanism over decision stumps (seed 004: Dwork & Roth ch. 11,
+"""Private PAC learning with the exponential mechanism over decision stumps (Dwork & Roth 2014, ch. 11,
 §11.1; Kasiviswanathan, Lee, Nissim, Raskhodnikova, Smith 2008).
 
 Mechanism: the class H is the stumps of `stumps.py` (|H| = 2·d·K, fixed by public numbers). The score of h is

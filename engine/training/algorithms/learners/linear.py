@@ -1,4 +1,4 @@
-"""The private linear learner: empirical risk minimization over the simplex by private RWM (seed 004: Dwork & Roth
+"""The private linear learner: empirical risk minimization over the simplex by private RWM (Dwork & Roth 2014,
 ch. 11, §11.3, Algorithm 17, Theorems 11.5-11.6).
 
 D&R's linear learner minimizes E⟨θ, ℓ(x)⟩ over θ in the simplex, the experts being its vertices e_i. Here a

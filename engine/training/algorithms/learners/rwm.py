@@ -1,4 +1,4 @@
-"""Private online learning: randomized weighted majority over decision-stump experts (seed 004: Dwork & Roth
+"""Private online learning: randomized weighted majority over decision-stump experts (Dwork & Roth 2014,
 ch. 11, §11.2, Algorithms 15-16, Theorems 11.1-11.2).
 
 Stream: round t = 1..T uses training example π(t), π a permutation of the training set drawn from the spec's

@@ -1,4 +1,4 @@
-"""Logistic regression learned from Laplace-noised statistical queries (seed 004: Dwork & Roth ch. 11, §11.1;
+"""Logistic regression learned from Laplace-noised statistical queries (Dwork & Roth 2014, ch. 11, §11.1;
 Blum, Dwork, McSherry, Nissim 2005: an SQ learner made private by answering its queries with the Laplace
 mechanism).
 

@@ -1,5 +1,5 @@
 """Decision stumps on a public threshold grid: the finite hypothesis class of the exponential mechanism and the
-experts of randomized weighted majority (seed 004, Dwork & Roth ch. 11: a class C with |C| = k).
+experts of randomized weighted majority (Dwork & Roth 2014, ch. 11: a class C with |C| = k).
 
 A stump (j, t, s) predicts 1 iff s·(x_j − t) > 0, for a feature j, a threshold t on the grid
 `np.linspace(0, 1, K + 2)[1:-1]` (K thresholds strictly inside [0, 1], where every feature lies) and a sign

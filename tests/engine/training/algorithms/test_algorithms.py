@@ -78,7 +78,7 @@ def test_per_layer_thresholds_square_sum_to_c_and_bound_each_layer():
     assert float(total) <= 2.0 + 1e-9  # the whole gradient still has norm ≤ C
 
 
-# ------------------------------------------------------------------ noisy gradient descent (seed 000)
+# ------------------------------------------------------------------ noisy gradient descent (Near & Abuah)
 
 
 def test_input_clipping_bounds_every_logistic_gradient():
@@ -181,7 +181,7 @@ def test_noisy_gd_calibrates_sigma_for_the_whole_ledger(blobs_csv):
     assert eps <= 1.0 and eps == pytest.approx(1.0, rel=1e-3)
 
 
-# ------------------------------------------------------------------ DP-PCA (seed 003)
+# ------------------------------------------------------------------ DP-PCA (Abadi et al. 2016)
 
 
 def test_pca_projection_is_orthonormal_and_finds_the_dominant_directions():
