@@ -1,4 +1,4 @@
-"""Search suite: the README's tuned utility rows (marked *) rerun as private hyperparameter searches, the search
+"""Search suite: the tuned rows of docs/bench/utility.md (marked *) rerun as private hyperparameter searches, the search
 charged (Papernot & Steinke 2022; `engine.jobs.search`).
 
 Each row keeps its published setting's data, model, lot size and epochs and searches a small grid of ε-invariant
@@ -34,7 +34,7 @@ class SearchRow:
     grid: dict[str, list]
     target_epsilon: float
     mean: float
-    uncharged: float | None  # the utility suite's figure (README): hyperparameters picked on the test split
+    uncharged: float | None  # docs/bench/utility.md's figure: hyperparameters picked on the test split
     quick: bool = False
 
 
@@ -53,7 +53,7 @@ ROWS = [
         quick=True,
     ),
     SearchRow(
-        name="adult_mlp_eps1",  # not a README row: the model that came closest to 85% on Adult
+        name="adult_mlp_eps1",  # not a utility-table row: the model that came closest to 85% on Adult
         base={
             "dataset": "adult",
             "model": "mlp",

@@ -48,7 +48,8 @@ class TableRow:
 # norm up to 4√2 with noise std 4σ, i.e. per-layer clipping (thresholds C/√2 = 4 for the two layers) at C = 4√2
 # with noise multiplier σ/√2. Reading "C 4, σ 8" as flat clipping of the whole gradient at 4 (as this bench did)
 # spends the same noise on √2 less signal and needs twice the steps: 90.1 / 94.7 / 96.8% against 91.7 / 95.1% here
-# (README). The moving average of the iterates (De et al. 2022; decay 0.999) is post-processing, free in ε. Epochs
+# (docs/bench/utility.md). The moving average of the iterates (De et al. 2022; decay 0.999) is post-processing,
+# free in ε. Epochs
 # fill each budget (51 / 172 / 414 by PLD): 10–40 s a seed on an H100, 2–15 minutes on a CPU core.
 
 ABADI_SOURCE = (
@@ -129,7 +130,7 @@ SCATTER_CNN_ROWS = [
 # at one lot size, epoch count and clipping norm, so every configuration has the same ledger; the lot size and
 # epochs sit between bench.search's two Adult rows (L 256, 5 epochs; L 1024, 10 epochs), C 1 as both. No DP paper
 # reports Adult at these settings; the figure beside it is scikit-learn's non-private logistic regression (the
-# README's utility table), about the best a linear model does on these features.
+# utility table, docs/bench/utility.md), about the best a linear model does on these features.
 
 ADULT_ROW = TableRow(
     name="adult_logreg_or_mlp_eps1",
@@ -138,7 +139,7 @@ ADULT_ROW = TableRow(
     epsilon=1.0,
     target_accuracy=0.85,
     paper_accuracy=0.847,
-    paper_source="README utility table: scikit-learn's non-private logistic regression on Adult, 0.847 (no DP paper)",
+    paper_source="docs/bench/utility.md: scikit-learn's non-private logistic regression on Adult, 0.847 (no DP paper)",
     source="model × lr searched (Papernot & Steinke 2022); L, epochs and C from bench.search's Adult rows",
     grid={"model": ["logreg", "mlp"], "lr": [0.5, 1.0, 2.0]},
     mean_trials=6.0,

@@ -105,7 +105,7 @@ ABADI_MNIST_SPEC = {
 ABADI_MNIST_EPOCH_CAP = 400
 ABADI_MNIST_SOURCE = "Abadi et al. 2016, §5.2 (their MNIST setting): DP-PCA 60, MLP 1000, L 600, C 4"
 
-# These rows clip the whole gradient at C = 4 (flat), the reading behind the README's utility rows; the paper clips
+# These rows clip the whole gradient at C = 4 (flat), the reading behind docs/bench/utility.md's rows; the paper clips
 # each layer at 4, which the reproduced table's rows follow (`bench.table_rows.ABADI_ROWS`).
 ABADI_MNIST = [
     Run(

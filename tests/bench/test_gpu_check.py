@@ -1,5 +1,5 @@
 """The GPU checks' plumbing on a machine without a GPU (CI's): the command refuses to run, and a check that
-finds no captured graph fails (the checks themselves run on a lent GPU: README, *On a GPU*)."""
+finds no captured graph fails (the checks themselves run on a lent GPU: docs/bench/gpu-h200.md)."""
 
 import torch
 

@@ -66,7 +66,7 @@ def test_the_ceiling_is_every_guess_right_at_the_corrected_significance():
         if canaries <= 100:  # the exact sums grow as m²
             brute = brute_force_p_value(canaries, most, most, audit_ceiling(canaries, delta=1e-5), 1e-5)
             assert brute == pytest.approx(significance, rel=1e-5)
-    # the figures the README quotes (95%, δ = 1e-5): more canaries, a higher ceiling, yet far from large ε
+    # the figures docs/privacy.md quotes (95%, δ = 1e-5): more canaries, a higher ceiling, yet far from large ε
     assert [round(audit_ceiling(m, delta=1e-5), 2) for m in (100, 1_000, 10_000)] == [2.82, 5.09, 6.37]
 
 

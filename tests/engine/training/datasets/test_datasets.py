@@ -45,7 +45,7 @@ def test_digits_is_offline_split_and_scaled():
 def test_adult_from_the_shared_copy(shared_datasets):
     data = load_dataset("adult", [shared_datasets])
     assert data.x_train.shape == (32_561, ADULT_WIDTH) and data.x_test.shape == (16_281, ADULT_WIDTH)
-    assert int(data.y_train.sum()) == 7_841 and int(data.y_test.sum()) == 3_846  # counts from the README
+    assert int(data.y_train.sum()) == 7_841 and int(data.y_test.sum()) == 3_846  # counts from the datasets README
     assert data.x_train.min() >= 0.0 and data.x_train.max() <= 1.0
 
 
