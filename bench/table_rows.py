@@ -49,8 +49,7 @@ class TableRow:
 # with noise multiplier σ/√2. Reading "C 4, σ 8" as flat clipping of the whole gradient at 4 (as this bench did)
 # spends the same noise on √2 less signal and needs twice the steps: 90.1 / 94.7 / 96.8% against 91.7 / 95.1% here
 # (docs/bench/utility.md). The moving average of the iterates (De et al. 2022; decay 0.999) is post-processing,
-# free in ε. Epochs
-# fill each budget (51 / 172 / 414 by PLD): 10–40 s a seed on an H100, 2–15 minutes on a CPU core.
+# free in ε. Epochs fill each budget (51 / 172 / 414 by PLD): 10–40 s a seed on an H100, 2–15 minutes on a CPU core.
 
 ABADI_SOURCE = (
     "Abadi et al. 2016 §5.2: DP-PCA 60 (σ_p), MLP 1000, L 600, each layer clipped at 4 (per-layer, C 4√2), noise "
