@@ -1,14 +1,14 @@
 """The accountants the lab knows, in the order every page, table and command lists them: each accountant's module
 calls `register_accountant` when the package imports it (`engine.privacy.accountants.__init__` imports them in
 that order). The dashboard reads the label, title and citation of each from here, so a new accountant shows up on
-every page without a second table."""
+every page without a second table. The mechanism is `engine.registry.Registry`'s."""
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.privacy.accountants.curve import EpsilonCurve
 from engine.privacy.errors import PrivacyError
+from engine.registry import Registry
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,37 +21,11 @@ class Accountant:
     live: bool  # cheap enough to draw as a live curve while a run trains (else computed point by point, last)
 
 
-ACCOUNTANTS: dict[str, Accountant] = {}
-
-
-def register_accountant(entry: Accountant) -> Accountant:
-    """Add an accountant (after those already registered); a name already taken is an error."""
-    if entry.name in ACCOUNTANTS:
-        raise PrivacyError(f"an accountant named {entry.name!r} is already registered")
-    ACCOUNTANTS[entry.name] = entry
-    return entry
-
-
-def unregister_accountant(name: str) -> None:
-    """Remove an accountant (a test's throwaway one); an unknown name does nothing."""
-    ACCOUNTANTS.pop(name, None)
-
-
-@contextmanager
-def registered_accountant(entry: Accountant) -> Iterator[Accountant]:
-    """`entry` registered for the duration of a `with` block, removed afterwards."""
-    register_accountant(entry)
-    try:
-        yield entry
-    finally:
-        unregister_accountant(entry.name)
-
-
-def accountant(name: str) -> Accountant:
-    try:
-        return ACCOUNTANTS[name]
-    except KeyError:
-        raise PrivacyError(f"accountant must be one of {', '.join(ACCOUNTANTS)}; got {name!r}") from None
+ACCOUNTANTS: Registry[Accountant] = Registry(kind="accountant", taken=PrivacyError, unknown=PrivacyError)
+register_accountant = ACCOUNTANTS.register
+unregister_accountant = ACCOUNTANTS.unregister
+registered_accountant = ACCOUNTANTS.registered
+accountant = ACCOUNTANTS.entry
 
 
 def describe_accountants() -> list[dict]:

@@ -1,16 +1,18 @@
 """The models a run can train, one entry each, in the order the Train form offers them: its title and one sentence
 for people, its builder, the spec keys that shape it, and which inputs it takes. `architectures` registers the
 lab's own (logistic regression, the MLP, the CNN, the wide ResNet); `build_model` builds any registered one, the
-Train form and `python -m engine models` list them. Imports nothing of the lab's: every layer may read it.
+Train form and `python -m engine models` list them. Imports nothing of the lab's but its mechanism
+(`engine.registry`): every layer may read it.
 
 A builder is called as `builder(n_features=, n_classes=, image_shape=, features=, **options)`: `image_shape` the
 (C, H, W) of the model's input (None for tabular data), `features` "pixels" or "scatternet", and `options` the spec
 keys of every model (`hidden`, `wrn_depth`, ...), of which it reads its own (`ModelEntry.options`)."""
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from engine.registry import Registry
 
 ImageShape = tuple[int, int, int]
 
@@ -35,37 +37,11 @@ class UnknownModelError(ValueError):
     """A model name no entry is registered under."""
 
 
-MODELS: dict[str, ModelEntry] = {}
-
-
-def register_model(entry: ModelEntry) -> ModelEntry:
-    """Add a model (after those already registered); a name already taken is an error."""
-    if entry.name in MODELS:
-        raise ValueError(f"a model named {entry.name!r} is already registered")
-    MODELS[entry.name] = entry
-    return entry
-
-
-def unregister_model(name: str) -> None:
-    """Remove a model (a test's throwaway one); an unknown name does nothing."""
-    MODELS.pop(name, None)
-
-
-@contextmanager
-def registered_model(entry: ModelEntry) -> Iterator[ModelEntry]:
-    """`entry` registered for the duration of a `with` block, removed afterwards."""
-    register_model(entry)
-    try:
-        yield entry
-    finally:
-        unregister_model(entry.name)
-
-
-def model_entry(name: str) -> ModelEntry:
-    try:
-        return MODELS[name]
-    except KeyError:
-        raise UnknownModelError(f"model must be one of {', '.join(MODELS)}; got {name!r}") from None
+MODELS: Registry[ModelEntry] = Registry(kind="model", taken=ValueError, unknown=UnknownModelError)
+register_model = MODELS.register
+unregister_model = MODELS.unregister
+registered_model = MODELS.registered
+model_entry = MODELS.entry
 
 
 def model_title(name: str) -> str:
